@@ -1,0 +1,45 @@
+#!/bin/sh
+# Install what building and testing ummunotify needs on Debian 12.
+# The backports suite (for the 6.12 kernel) is added with the URI of the
+# machine's own Debian source, so no mirror is named here.
+set -eu
+
+[ "$(id -u)" = 0 ] || { echo "setup-host: run as root" >&2; exit 1; }
+
+bpo=/etc/apt/sources.list.d/ummunotify-backports.sources
+if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+	uri=$(awk '
+		/^URIs:/ { u = $2 }
+		/^Suites:/ && / bookworm( |$)/ && u != "" { print u; exit }
+		/^deb[ \t]/ && $0 ~ / bookworm( |$)/ {
+			for (i = 2; i <= NF; i++) if ($i ~ /:\/\//) { print $i; exit }
+		}' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null | head -n1)
+	[ -n "$uri" ] || { echo "setup-host: no bookworm apt source found" >&2; exit 1; }
+	key=/usr/share/keyrings/debian-archive-keyring.gpg
+	printf 'Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main\nSigned-By: %s\n' \
+		"$uri" "$key" > "$bpo"
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+
+# The 6.12 kernel the backports meta-packages point at.
+bpo_dep() {
+	apt-cache show "$1/bookworm-backports" 2>/dev/null |
+		sed -n 's/^Depends: \([^ ,]*\).*/\1/p' | head -n1
+}
+bpo_image=$(bpo_dep linux-image-amd64)
+bpo_headers=$(bpo_dep linux-headers-amd64)
+[ -n "$bpo_image" ] && [ -n "$bpo_headers" ] ||
+	{ echo "setup-host: no kernel in bookworm-backports" >&2; exit 1; }
+
+apt-get install -y -qq --no-install-recommends \
+	build-essential bc bison flex libelf-dev libssl-dev cpio kmod xz-utils \
+	qemu-system-x86 busybox-static \
+	linux-image-amd64 linux-headers-amd64 linux-source-6.1 \
+	sparse coccinelle pkg-config \
+	rdma-core ibverbs-utils libibverbs-dev ibverbs-providers iproute2 \
+	gnuplot-nox python3 >/dev/null
+apt-get install -y -qq --no-install-recommends -t bookworm-backports \
+	"$bpo_image" "$bpo_headers" >/dev/null
+echo "setup-host: ready ($(ls /lib/modules | tr '\n' ' '))"
