@@ -26,7 +26,6 @@
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/uaccess.h>
-#include <linux/version.h>
 #include <linux/wait.h>
 
 #include <linux/ummunotify.h>
@@ -60,12 +59,12 @@ MODULE_PARM_DESC(max_regions, "Maximum number of regions registered on one open 
 struct umn_file {
 	struct mm_struct *mm;
 
-	struct mutex regions_lock;
+	struct mutex regions_lock;	/* see above: not in the notifier */
 	struct rb_root cookies;
 	unsigned int nr_regions;
 	bool used;
 
-	spinlock_t lock;
+	spinlock_t lock;		/* the notifier's only lock */
 	struct list_head reports;
 	unsigned long counted_seq;
 	bool need_last;
@@ -109,7 +108,8 @@ struct umn_region {
 
 static struct kmem_cache *umn_region_cache;
 
-#if LINUX_VERSION_CODE < KERNEL_VERSION(6, 3, 0)
+/* Before 6.3 (see Kbuild) */
+#ifdef UMN_NEED_VM_FLAGS_MOD
 static inline void vm_flags_mod(struct vm_area_struct *vma,
 				vm_flags_t set, vm_flags_t clear)
 {

@@ -1,0 +1,75 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# make            module for every installed kernel with headers (or KDIR=),
+#                 selftests and tools
+# make check      every test, in QEMU guests; ends with "N passed, N failed"
+# make demo       a registration cache catching an munmap, in a guest
+# make install    module, <linux/ummunotify.h>, udev rule (DESTDIR=, PREFIX=)
+
+TOP	:= $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
+B	:= $(TOP)/build
+PREFIX	?= /usr/local
+
+# Kernel release -> build directory.  KDIR= picks one tree, for example
+# the debug kernel that tools/testing/debug-kernel prints.
+ifdef KDIR
+KERNELS := $(shell cat $(KDIR)/include/config/kernel.release)
+kdir = $(KDIR)
+else
+KERNELS := $(notdir $(patsubst %/build,%,$(wildcard /lib/modules/*/build)))
+kdir = /lib/modules/$(1)/build
+endif
+
+MODULE_FILES := Kbuild drivers/ummunotify/Kbuild \
+		$(wildcard drivers/ummunotify/*.[ch])
+MODULE_DEPS := $(MODULE_FILES) include/uapi/linux/ummunotify.h
+
+CFLAGS	?= -O2 -g
+CFLAGS	+= -Wall -Wextra -I$(TOP)/include/uapi
+
+.PHONY: all modules selftests tools check demo install clean
+all: modules selftests tools
+
+# Kbuild writes objects beside the sources, so each kernel gets its own
+# tree of links to them under build/<release>/.
+define kernel_module
+$(B)/$(1)/ummunotify.ko: $(MODULE_DEPS)
+	@mkdir -p $(B)/$(1)/tree/drivers/ummunotify
+	@$$(foreach f,$(MODULE_FILES),ln -sfn $(TOP)/$$(f) $(B)/$(1)/tree/$$(f);)
+	@ln -sfn $(TOP)/include $(B)/$(1)/tree/include
+	$(MAKE) -C $(call kdir,$(1)) M=$(B)/$(1)/tree W=1 modules
+	cp $(B)/$(1)/tree/drivers/ummunotify/ummunotify.ko $$@
+modules: $(B)/$(1)/ummunotify.ko
+endef
+$(foreach k,$(KERNELS),$(eval $(call kernel_module,$(k))))
+
+selftests:
+	$(MAKE) -C selftests/ummunotify O=$(B)/selftests
+
+TOOLS := $(B)/tools/ummunotify-demo
+tools: $(TOOLS)
+$(B)/tools/%: tools/%.c include/uapi/linux/ummunotify.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $<
+
+check: all
+	tools/testing/run-checks $(KERNELS)
+
+demo: modules tools
+	tools/testing/vm-run -k $(firstword $(KERNELS)) \
+		-m $(B)/$(firstword $(KERNELS))/ummunotify.ko \
+		-- $(B)/tools/ummunotify-demo
+
+install: modules
+	@for k in $(KERNELS); do \
+		$(MAKE) -C $(call kdir,$$k) M=$(B)/$$k/tree \
+			INSTALL_MOD_PATH=$(DESTDIR) INSTALL_MOD_DIR=extra \
+			modules_install || exit; \
+	done
+	install -D -m 644 include/uapi/linux/ummunotify.h \
+		$(DESTDIR)$(PREFIX)/include/linux/ummunotify.h
+	install -D -m 644 tools/udev/60-ummunotify.rules \
+		$(DESTDIR)/lib/udev/rules.d/60-ummunotify.rules
+
+clean:
+	rm -rf $(B)
