@@ -2,12 +2,13 @@
 /*
  * ummunotify: MMU notifications for user-space registration caches.
  *
- * A process opens /dev/ummunotify and registers address ranges it has
- * handed to a device (an RDMA NIC, say).  When the kernel unmaps or
- * replaces the pages behind a registered range, the interval notifier
- * below bumps a counter the process has mapped and queues a report, both
- * before the unmapping call returns.  A cache checks the counter with one
- * load and reads the reports only when it moved.
+ * A process opens /dev/ummunotify and watches address ranges it has handed
+ * to a device (an RDMA NIC, say).  When the kernel unmaps or replaces the
+ * pages behind a watched range, the interval notifier below publishes it
+ * into memory the process has mapped, before the unmapping call returns:
+ * a counter, the watch's generation word and an event ring (or, for the
+ * 2010 ABI, a queue read with read()).  A cache validates an entry with
+ * one load.
  *
  * See Documentation/userspace-api/ummunotify.rst.
  */
@@ -15,62 +16,125 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/fs.h>
+#include <linux/idr.h>
 #include <linux/miscdevice.h>
 #include <linux/mm.h>
 #include <linux/mmu_notifier.h>
 #include <linux/module.h>
 #include <linux/mutex.h>
+#include <linux/percpu.h>
 #include <linux/poll.h>
 #include <linux/rbtree.h>
 #include <linux/sched/mm.h>
+#include <linux/seq_file.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/uaccess.h>
+#include <linux/vmalloc.h>
 #include <linux/wait.h>
 
 #include <linux/ummunotify.h>
+
+#define CREATE_TRACE_POINTS
+#include "trace.h"
 
 static unsigned int max_regions = 1U << 20;
 module_param(max_regions, uint, 0644);
 MODULE_PARM_DESC(max_regions, "Maximum number of regions registered on one open file (default 1048576)");
 
+#define UMN_SUPPORTED_FEATURES	(UMMUNOTIFY_FEATURE_WATCH | \
+				 UMMUNOTIFY_FEATURE_RING)
+#define UMN_ALL_CAUSES		(BIT(UMMUNOTIFY_CAUSE_UNMAP) | \
+				 BIT(UMMUNOTIFY_CAUSE_CLEAR) | \
+				 BIT(UMMUNOTIFY_CAUSE_PROTECTION) | \
+				 BIT(UMMUNOTIFY_CAUSE_SOFT_DIRTY) | \
+				 BIT(UMMUNOTIFY_CAUSE_MIGRATE) | \
+				 BIT(UMMUNOTIFY_CAUSE_RELEASE))
+#define UMN_DEFAULT_SLOTS	4096U
+#define UMN_DEFAULT_RING	4096U
+#define UMN_MAX_RING		BIT(20)
+
+/* Layout of the first page: the counter stays at 0 for the 2010 ABI. */
+#define UMN_OFF_COUNTER		0
+#define UMN_OFF_TAIL		64
+#define UMN_OFF_DROPPED		72
+#define UMN_OFF_RING_MASK	80
+
 /**
  * struct umn_file - one open file: the watches of one address space
  * @mm:			the opener's address space, mmgrab()ed
- * @regions_lock:	serialises changes to @cookies and the consumption of
- *			reports; never taken by the notifier or under mmap_lock
- * @cookies:		registered regions by cookie
+ * @regions_lock:	serialises setup, changes to @cookies and the
+ *			consumption of events; never taken by the notifier
+ *			or under mmap_lock
+ * @cookies:		regions by cookie
+ * @slots:		allocator of generation slots
  * @nr_regions:		number of entries in @cookies
- * @used:		a region was registered or read() ran:
- *			features can no longer change
- * @lock:		protects what the notifier touches: @reports,
- *			@counted_seq, @need_last, the counter and the
- *			report fields of every region
- * @reports:		regions with a pending report, oldest first
- * @counted_seq:	invalidation (cur_seq) already counted in the
- *			counter; 0 once a LAST event reported the counter
- * @need_last:		a report was read and no LAST has followed yet
- * @counter_page:	page mapped read-only by user space; starts with
- *			the __u64 generation counter
- * @counter:		the counter, in @counter_page
+ * @features:		granted UMMUNOTIFY_FEATURE_* bits
+ * @set_up:		UMMUNOTIFY_SETUP has run
+ * @used:		a region was registered or read() ran: features and
+ *			setup can no longer change
+ * @lock:		protects what the notifier touches, below
+ * @released:		the address space has exited
+ * @reports:		2010 ABI: regions with a pending report, oldest first
+ * @counted_seq:	invalidation (cur_seq) already in the counter; 0 once
+ *			a LAST event reported the counter
+ * @need_last:		2010 ABI: a report was read and no LAST followed yet
+ * @last_generation:	last generation handed out: they never repeat
+ * @tail:		ring producer position
+ * @lost:		ring events dropped since the last OVERFLOW event
+ * @events:		events published (after filtering)
+ * @dropped:		ring events dropped, ever
+ * @filtered:		invalidations a watch's causes did not ask for
+ * @header_page:	first page of the read-only area: counter, tail...
+ * @pages:		the read-only area: @header_page, generations, ring
+ * @nr_pages:		number of @pages
+ * @head_page:		the one page user space writes: the ring's head
+ * @header:		kernel address of @header_page
+ * @counter:		the 2010 counter, in @header
+ * @area:		kernel mapping of @pages[1..]
+ * @generations:	slot generation words, in @area
+ * @ring:		ring entries, in @area
+ * @head:		consumer position, in @head_page
+ * @nr_slots:		number of @generations
+ * @ring_mask:		ring entries - 1
  * @wait:		readers and pollers
  * @fasync:		SIGIO subscribers
  */
 struct umn_file {
 	struct mm_struct *mm;
 
-	struct mutex regions_lock;	/* see above: not in the notifier */
+	struct mutex regions_lock;	/* not in the notifier, see above */
 	struct rb_root cookies;
+	struct ida slots;
 	unsigned int nr_regions;
+	u32 features;
+	bool set_up;
 	bool used;
 
 	spinlock_t lock;		/* the notifier's only lock */
+	bool released;
 	struct list_head reports;
 	unsigned long counted_seq;
 	bool need_last;
+	u64 last_generation;
+	u64 tail;
+	u64 lost;
+	u64 events;
+	u64 dropped;
+	atomic64_t filtered;
 
-	struct page *counter_page;
+	struct page *header_page;
+	struct page **pages;
+	unsigned int nr_pages;
+	struct page *head_page;
+	void *header;
 	u64 *counter;
+	void *area;
+	u64 *generations;
+	struct ummunotify_ring_event *ring;
+	u64 *head;
+	u32 nr_slots;
+	u32 ring_mask;
 
 	wait_queue_head_t wait;
 	struct fasync_struct *fasync;
@@ -78,16 +142,16 @@ struct umn_file {
 
 /**
  * struct umn_region - one registration
- * @notifier:	interval notifier over [@start, @end)
+ * @notifier:	interval notifier over the watched range
  * @file:	owning file
  * @cookie_node: node in &umn_file.cookies
- * @report:	node in &umn_file.reports while a report is pending,
- *		otherwise empty
+ * @report:	2010 ABI: node in &umn_file.reports while a report is
+ *		pending, otherwise empty
  * @cookie:	user's cookie, unique within @file
- * @start:	first byte watched
- * @end:	first byte past the range watched
  * @hint_start:	start of the part invalidated, valid when @hint
  * @hint_end:	end of the part invalidated, valid when @hint
+ * @slot:	generation slot, or UMMUNOTIFY_NO_SLOT
+ * @causes:	BIT(UMMUNOTIFY_CAUSE_*) to publish
  * @hint:	the pending report covers one invalidation only
  */
 struct umn_region {
@@ -96,16 +160,23 @@ struct umn_region {
 	struct rb_node cookie_node;
 	struct list_head report;
 	u64 cookie;
-	u64 start;
-	u64 end;
 	u64 hint_start;
 	u64 hint_end;
+	u32 slot;
+	u16 causes;
 	bool hint;
 };
 
-/* Features EXCHANGE_FEATURES can grant: none beyond the 2010 ABI yet. */
-#define UMN_SUPPORTED_FEATURES	0U
+/* Module-wide counters, in /sys/class/misc/ummunotify/. */
+struct umn_stats {
+	u64 events;
+	u64 dropped;
+	u64 filtered;
+};
 
+static DEFINE_PER_CPU(struct umn_stats, umn_stats);
+static atomic_long_t umn_nr_files;
+static atomic_long_t umn_nr_regions;
 static struct kmem_cache *umn_region_cache;
 
 /* Before 6.3 (see Kbuild) */
@@ -117,6 +188,16 @@ static inline void vm_flags_mod(struct vm_area_struct *vma,
 }
 #endif
 
+static u64 umn_region_start(const struct umn_region *region)
+{
+	return region->notifier.interval_tree.start;
+}
+
+static u64 umn_region_end(const struct umn_region *region)
+{
+	return region->notifier.interval_tree.last + 1;
+}
+
 /*
  * Only the address space that opened the file may see or change its
  * watches: not a forked child, not a process the fd was passed to, not
@@ -127,33 +208,99 @@ static bool umn_is_owner(struct umn_file *file)
 	return current->mm == file->mm;
 }
 
+static bool umn_has_ring(struct umn_file *file)
+{
+	return file->ring;
+}
+
 /*
- * Events after which a cached registration no longer describes what the
- * process sees.  Protection changes (fork's copy-on-write arming,
- * mprotect), soft-dirty tracking and device-exclusive access keep the
- * same pages and are not reported.  Unknown future events are.
+ * Unknown future events count as CLEAR: assume the pages changed.
+ * Device-exclusive access keeps the pages, like a protection change.
  */
-static bool umn_event_invalidates(enum mmu_notifier_event event)
+static unsigned int umn_cause(enum mmu_notifier_event event)
 {
 	switch (event) {
+	case MMU_NOTIFY_UNMAP:
+		return UMMUNOTIFY_CAUSE_UNMAP;
 	case MMU_NOTIFY_PROTECTION_VMA:
 	case MMU_NOTIFY_PROTECTION_PAGE:
-	case MMU_NOTIFY_SOFT_DIRTY:
 	case MMU_NOTIFY_EXCLUSIVE:
-		return false;
+		return UMMUNOTIFY_CAUSE_PROTECTION;
+	case MMU_NOTIFY_SOFT_DIRTY:
+		return UMMUNOTIFY_CAUSE_SOFT_DIRTY;
+	case MMU_NOTIFY_MIGRATE:
+		return UMMUNOTIFY_CAUSE_MIGRATE;
+	case MMU_NOTIFY_RELEASE:
+		return UMMUNOTIFY_CAUSE_RELEASE;
 	default:
-		return true;
+		return UMMUNOTIFY_CAUSE_CLEAR;
 	}
 }
 
 static bool umn_readable(struct umn_file *file)
 {
+	if (umn_has_ring(file))
+		return READ_ONCE(*file->head) != file->tail;
 	return !list_empty(&file->reports) || file->need_last;
 }
 
 /*
- * Count the invalidation and queue (or widen) @region's report.  Returns
- * true when the file became readable.  Called with file->lock held.
+ * Append @event to the ring, preceded by an OVERFLOW event if some were
+ * lost since the last one.  Never waits: a full ring drops the event and
+ * counts it.  The head is user memory: an impossible value makes the ring
+ * look full, which only hurts the process that wrote it.
+ */
+static bool umn_ring_post(struct umn_file *file,
+			  const struct ummunotify_ring_event *event)
+{
+	u64 entries = (u64)file->ring_mask + 1;
+	u64 need = file->lost ? 2 : 1;
+	u64 used;
+
+	/* Pairs with the consumer's release: it is done with those entries. */
+	used = file->tail - smp_load_acquire(file->head);
+
+	if (used > entries || entries - used < need) {
+		file->lost++;
+		file->dropped++;
+		WRITE_ONCE(*(u64 *)(file->header + UMN_OFF_DROPPED),
+			   file->dropped);
+		this_cpu_inc(umn_stats.dropped);
+		return false;
+	}
+	if (file->lost) {
+		file->ring[file->tail++ & file->ring_mask] =
+			(struct ummunotify_ring_event) {
+				.cause = UMMUNOTIFY_CAUSE_OVERFLOW,
+				.slot = UMMUNOTIFY_NO_SLOT,
+				.generation = file->lost,
+			};
+		file->lost = 0;
+	}
+	file->ring[file->tail++ & file->ring_mask] = *event;
+	/* Pairs with the consumer's acquire of the tail: entries first. */
+	smp_store_release((u64 *)(file->header + UMN_OFF_TAIL), file->tail);
+	return true;
+}
+
+/* 2010 ABI: queue @region's report, or widen the pending one. */
+static bool umn_queue_report(struct umn_file *file, struct umn_region *region,
+			     u64 start, u64 end)
+{
+	if (!list_empty(&region->report)) {
+		region->hint = false;
+		return false;
+	}
+	region->hint = true;
+	region->hint_start = start;
+	region->hint_end = end;
+	list_add_tail(&region->report, &file->reports);
+	return true;
+}
+
+/*
+ * Publish an invalidation of [@start, @end) in @region.  Returns true if
+ * something new became readable.  Called with file->lock held.
  *
  * One invalidation calls us once per region it hits, all with the same
  * cur_seq, so the counter moves once per invalidation.  Once a LAST event
@@ -161,31 +308,49 @@ static bool umn_readable(struct umn_file *file)
  * moves the counter again, even within the same invalidation: a reader
  * that saw the LAST value can never miss a report queued after it.
  */
-static bool umn_report(struct umn_file *file, struct umn_region *region,
-		       u64 start, u64 end, unsigned long cur_seq)
+static bool umn_publish(struct umn_file *file, struct umn_region *region,
+			u64 start, u64 end, unsigned int cause,
+			unsigned long cur_seq)
 {
-	bool was_readable = umn_readable(file);
+	struct ummunotify_ring_event event = {
+		.start = start,
+		.end = end,
+		.user_cookie = region->cookie,
+		.slot = region->slot,
+		.cause = cause,
+	};
 
 	if (file->counted_seq != cur_seq) {
 		file->counted_seq = cur_seq;
 		WRITE_ONCE(*file->counter, *file->counter + 1);
 	}
-
-	if (!list_empty(&region->report)) {
-		region->hint = false;
-		return false;
+	if (region->slot != UMMUNOTIFY_NO_SLOT) {
+		event.generation = ++file->last_generation;
+		/* Pairs with the cache's acquire load of the word. */
+		smp_store_release(&file->generations[region->slot],
+				  event.generation);
 	}
+	file->events++;
+	this_cpu_inc(umn_stats.events);
 
-	region->hint = true;
-	region->hint_start = start;
-	region->hint_end = end;
-	list_add_tail(&region->report, &file->reports);
-	return !was_readable;
+	if (!umn_has_ring(file))
+		return umn_queue_report(file, region, start, end);
+	if (cause == UMMUNOTIFY_CAUSE_RELEASE) {
+		/* One event says it all, not one per region. */
+		if (file->released)
+			return false;
+		event = (struct ummunotify_ring_event) {
+			.end = TASK_SIZE_MAX,
+			.slot = UMMUNOTIFY_NO_SLOT,
+			.cause = UMMUNOTIFY_CAUSE_RELEASE,
+		};
+	}
+	return umn_ring_post(file, &event);
 }
 
 /*
- * Runs before the pages go away, possibly from a context that must not
- * sleep (OOM reaper): only a spinlock, no allocation, no user access.
+ * Runs before the pages go away, possibly where sleeping is not allowed
+ * (OOM reaper): a spinlock only, no allocation, no user access.
  */
 static bool umn_invalidate(struct mmu_interval_notifier *notifier,
 			   const struct mmu_notifier_range *range,
@@ -194,21 +359,33 @@ static bool umn_invalidate(struct mmu_interval_notifier *notifier,
 	struct umn_region *region = container_of(notifier, struct umn_region,
 						 notifier);
 	struct umn_file *file = region->file;
-	bool woke;
+	unsigned int cause = umn_cause(range->event);
+	u64 start = max_t(u64, range->start, umn_region_start(region));
+	u64 end = min_t(u64, range->end, umn_region_end(region));
+	bool posted = false;
 
 	mmu_interval_set_seq(notifier, cur_seq);
-	if (!umn_event_invalidates(range->event))
+	trace_ummunotify_invalidate(region->cookie, start, end, cause,
+				    region->causes & BIT(cause));
+	if (!(region->causes & BIT(cause))) {
+		atomic64_inc(&file->filtered);
+		this_cpu_inc(umn_stats.filtered);
 		return true;
+	}
 
 	spin_lock(&file->lock);
-	woke = umn_report(file, region, max_t(u64, range->start, region->start),
-			  min_t(u64, range->end, region->end), cur_seq);
+	/* After exit nobody can read: do not fill the queue for nothing. */
+	if (!file->released || cause == UMMUNOTIFY_CAUSE_RELEASE) {
+		posted = umn_publish(file, region, start, end, cause, cur_seq);
+		if (cause == UMMUNOTIFY_CAUSE_RELEASE)
+			file->released = true;
+	}
 	spin_unlock(&file->lock);
 
-	if (woke) {
+	if (posted && wq_has_sleeper(&file->wait))
 		wake_up_interruptible(&file->wait);
+	if (posted)
 		kill_fasync(&file->fasync, SIGIO, POLL_IN);
-	}
 	return true;
 }
 
@@ -265,12 +442,259 @@ static int umn_exchange_features(struct umn_file *file, u32 __user *argp)
 		return -EFAULT;
 
 	mutex_lock(&file->regions_lock);
-	if (file->used)
+	if (file->used || file->set_up)
 		ret = -EINVAL;
 	else if (put_user(wanted & UMN_SUPPORTED_FEATURES, argp))
 		ret = -EFAULT;
+	else
+		file->features = wanted & UMN_SUPPORTED_FEATURES;
 	mutex_unlock(&file->regions_lock);
 	return ret;
+}
+
+static void umn_free_area(struct umn_file *file)
+{
+	unsigned int i;
+
+	if (file->area)
+		vunmap(file->area);
+	/* pages[0] is the header page, which lives as long as the file. */
+	for (i = 1; i < file->nr_pages; i++)
+		__free_page(file->pages[i]);
+	if (file->head_page)
+		__free_page(file->head_page);
+	if (file->pages != &file->header_page)
+		kvfree(file->pages);
+	file->area = NULL;
+	file->head_page = NULL;
+	file->pages = &file->header_page;
+	file->nr_pages = 1;
+}
+
+static int umn_setup(struct umn_file *file,
+		     struct ummunotify_params __user *argp)
+{
+	struct ummunotify_params params;
+	size_t gen_bytes, ring_bytes;
+	unsigned int i, nr_pages;
+	struct page **pages;
+	int ret;
+
+	if (copy_from_user(&params, argp, sizeof(params)))
+		return -EFAULT;
+	if (params.flags || params.reserved ||
+	    memchr_inv(params.reserved2, 0, sizeof(params.reserved2)))
+		return -EINVAL;
+
+	mutex_lock(&file->regions_lock);
+	ret = -EINVAL;
+	if (file->used || file->set_up || !file->features)
+		goto out_unlock;
+
+	if (file->features & UMMUNOTIFY_FEATURE_WATCH) {
+		params.slots = params.slots ?: UMN_DEFAULT_SLOTS;
+		if (params.slots > READ_ONCE(max_regions))
+			goto out_unlock;
+		gen_bytes = PAGE_ALIGN((size_t)params.slots * sizeof(u64));
+		params.slots = gen_bytes / sizeof(u64);
+	} else {
+		if (params.slots)
+			goto out_unlock;
+		gen_bytes = 0;
+	}
+	if (file->features & UMMUNOTIFY_FEATURE_RING) {
+		params.ring_entries = params.ring_entries ?: UMN_DEFAULT_RING;
+		/* Two at least: an OVERFLOW marker and the event after it. */
+		if (params.ring_entries < 2 ||
+		    params.ring_entries > UMN_MAX_RING ||
+		    !is_power_of_2(params.ring_entries))
+			goto out_unlock;
+		ring_bytes = PAGE_ALIGN((size_t)params.ring_entries *
+					sizeof(struct ummunotify_ring_event));
+	} else {
+		if (params.ring_entries)
+			goto out_unlock;
+		ring_bytes = 0;
+	}
+
+	ret = -ENOMEM;
+	nr_pages = 1 + (gen_bytes + ring_bytes) / PAGE_SIZE;
+	pages = kvcalloc(nr_pages, sizeof(*pages), GFP_KERNEL_ACCOUNT);
+	if (!pages)
+		goto out_unlock;
+	pages[0] = file->pages[0];
+	file->pages = pages;
+	file->nr_pages = 1;
+	for (i = 1; i < nr_pages; i++, file->nr_pages++) {
+		pages[i] = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
+		if (!pages[i])
+			goto out_free;
+	}
+	if (ring_bytes) {
+		file->head_page = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
+		if (!file->head_page)
+			goto out_free;
+	}
+	file->area = vmap(pages + 1, nr_pages - 1, VM_MAP, PAGE_KERNEL);
+	if (!file->area)
+		goto out_free;
+
+	params.mmap_size = (u64)nr_pages << PAGE_SHIFT;
+	params.head_offset = ring_bytes ? params.mmap_size : 0;
+	params.off = (struct ummunotify_offsets) {
+		.counter = UMN_OFF_COUNTER,
+		.tail = UMN_OFF_TAIL,
+		.dropped = UMN_OFF_DROPPED,
+		.ring_mask = UMN_OFF_RING_MASK,
+		.generations = PAGE_SIZE,
+		.events = PAGE_SIZE + gen_bytes,
+		.head = 0,
+	};
+	ret = -EFAULT;
+	if (copy_to_user(argp, &params, sizeof(params)))
+		goto out_free;
+
+	file->nr_slots = params.slots;
+	if (gen_bytes)
+		file->generations = file->area;
+	spin_lock(&file->lock);
+	if (ring_bytes) {
+		file->head = page_address(file->head_page);
+		file->ring = file->area + gen_bytes;
+		file->ring_mask = params.ring_entries - 1;
+		*(u32 *)(file->header + UMN_OFF_RING_MASK) = file->ring_mask;
+	}
+	spin_unlock(&file->lock);
+	/* Pairs with umn_mmap(), which cannot take regions_lock. */
+	smp_store_release(&file->set_up, true);
+	mutex_unlock(&file->regions_lock);
+	return 0;
+
+out_free:
+	umn_free_area(file);
+out_unlock:
+	mutex_unlock(&file->regions_lock);
+	return ret;
+}
+
+/* The range a 2010 registration or a watch asks for, checked. */
+static int umn_check_range(u64 start, u64 end)
+{
+	return start < end && end <= TASK_SIZE ? 0 : -EINVAL;
+}
+
+static int umn_watch_range(const struct ummunotify_watch *watch,
+			   u64 *start, u64 *end)
+{
+	if (watch->reserved || watch->flags & ~UMMUNOTIFY_WATCH_ALL ||
+	    watch->causes & ~UMN_ALL_CAUSES)
+		return -EINVAL;
+	if (watch->flags & UMMUNOTIFY_WATCH_ALL) {
+		if (watch->start || watch->end)
+			return -EINVAL;
+		*start = 0;
+		*end = TASK_SIZE;
+		return 0;
+	}
+	*start = watch->start;
+	*end = watch->end;
+	return umn_check_range(*start, *end);
+}
+
+static struct umn_region *umn_alloc_region(struct umn_file *file, u64 cookie,
+					   u32 causes)
+{
+	struct umn_region *region;
+
+	region = kmem_cache_zalloc(umn_region_cache, GFP_KERNEL);
+	if (!region)
+		return NULL;
+	region->file = file;
+	region->cookie = cookie;
+	/* The end of the address space is always news. */
+	region->causes = causes | BIT(UMMUNOTIFY_CAUSE_RELEASE);
+	region->slot = UMMUNOTIFY_NO_SLOT;
+	INIT_LIST_HEAD(&region->report);
+	return region;
+}
+
+/* The slot reads 0, never a valid generation, until it is reused. */
+static void umn_free_slot(struct umn_file *file, struct umn_region *region)
+{
+	if (region->slot == UMMUNOTIFY_NO_SLOT)
+		return;
+	/* Pairs with the cache's acquire load of the word. */
+	smp_store_release(&file->generations[region->slot], 0);
+	ida_free(&file->slots, region->slot);
+}
+
+/*
+ * Start watching [@start, @end) with @region; regions_lock held.  With
+ * generation words, the slot's first generation is in *@generation.
+ */
+static int umn_add(struct umn_file *file, struct umn_region *region,
+		   u64 start, u64 end, u64 *generation)
+{
+	int ret;
+
+	if (file->nr_regions >= READ_ONCE(max_regions))
+		return -ENOSPC;
+	if (file->generations) {
+		ret = ida_alloc_max(&file->slots, file->nr_slots - 1,
+				    GFP_KERNEL_ACCOUNT);
+		if (ret < 0)
+			return ret;
+		region->slot = ret;
+	}
+	ret = -EINVAL;
+	if (!umn_insert_cookie(file, region))
+		goto out_slot;
+
+	if (region->slot != UMMUNOTIFY_NO_SLOT) {
+		/* Before the notifier can run: it must not be overwritten. */
+		spin_lock(&file->lock);
+		*generation = ++file->last_generation;
+		/* Pairs with the cache's acquire load of the word. */
+		smp_store_release(&file->generations[region->slot],
+				  *generation);
+		spin_unlock(&file->lock);
+	}
+	ret = mmu_interval_notifier_insert(&region->notifier, file->mm, start,
+					   end - start, &umn_notifier_ops);
+	if (ret)
+		goto out_cookie;
+	file->nr_regions++;
+	file->used = true;
+	atomic_long_inc(&umn_nr_regions);
+	/*
+	 * An invalidation already running when the notifier went in does
+	 * not call it.  Wait for it to finish, so that whatever user space
+	 * pins after we return sees the pages as they are after it.
+	 */
+	mmu_interval_read_begin(&region->notifier);
+	return 0;
+
+out_cookie:
+	rb_erase(&region->cookie_node, &file->cookies);
+out_slot:
+	umn_free_slot(file, region);
+	return ret;
+}
+
+/*
+ * Stop @region's notifier, drop its report, free its slot and @region.
+ * regions_lock held or the file being released.
+ */
+static void umn_remove(struct umn_file *file, struct umn_region *region)
+{
+	/* Waits for a running callback: after it, none can touch @region. */
+	mmu_interval_notifier_remove(&region->notifier);
+	spin_lock(&file->lock);
+	list_del(&region->report);
+	spin_unlock(&file->lock);
+	umn_free_slot(file, region);
+	atomic_long_dec(&umn_nr_regions);
+	kmem_cache_free(umn_region_cache, region);
 }
 
 static int umn_register(struct umn_file *file,
@@ -278,65 +702,144 @@ static int umn_register(struct umn_file *file,
 {
 	struct ummunotify_register_ioctl args;
 	struct umn_region *region;
+	u64 generation;
 	int ret;
 
 	if (copy_from_user(&args, argp, sizeof(args)))
 		return -EFAULT;
-	if (args.flags || args.reserved || args.start >= args.end ||
-	    args.end > TASK_SIZE)
+	if (args.flags || args.reserved ||
+	    umn_check_range(args.start, args.end))
 		return -EINVAL;
 
-	region = kmem_cache_zalloc(umn_region_cache, GFP_KERNEL);
+	region = umn_alloc_region(file, args.user_cookie,
+				  UMMUNOTIFY_CAUSES_DEFAULT);
 	if (!region)
 		return -ENOMEM;
-	region->file = file;
-	region->cookie = args.user_cookie;
-	region->start = args.start;
-	region->end = args.end;
-	INIT_LIST_HEAD(&region->report);
-
 	mutex_lock(&file->regions_lock);
-	if (file->nr_regions >= READ_ONCE(max_regions)) {
-		ret = -ENOSPC;
-		goto out_unlock;
-	}
-	if (!umn_insert_cookie(file, region)) {
+	if (file->features && !file->set_up)
 		ret = -EINVAL;
-		goto out_unlock;
-	}
-	ret = mmu_interval_notifier_insert(&region->notifier, file->mm,
-					   args.start, args.end - args.start,
-					   &umn_notifier_ops);
-	if (ret) {
-		rb_erase(&region->cookie_node, &file->cookies);
-		goto out_unlock;
-	}
-	file->nr_regions++;
-	file->used = true;
-	/*
-	 * An invalidation already running when the notifier went in does
-	 * not call it.  Wait for it to finish, so that whatever user space
-	 * pins after we return sees the pages as they are after it.
-	 */
-	mmu_interval_read_begin(&region->notifier);
+	else
+		ret = umn_add(file, region, args.start, args.end, &generation);
 	mutex_unlock(&file->regions_lock);
-	return 0;
-
-out_unlock:
-	mutex_unlock(&file->regions_lock);
-	kmem_cache_free(umn_region_cache, region);
+	trace_ummunotify_register(args.user_cookie, args.start, args.end,
+				  region->slot, ret);
+	if (ret)
+		kmem_cache_free(umn_region_cache, region);
 	return ret;
 }
 
-/* Stops @region's notifier and drops its report; regions_lock held. */
-static void umn_remove(struct umn_file *file, struct umn_region *region)
+static int umn_watch(struct umn_file *file,
+		     struct ummunotify_watch __user *argp)
 {
-	/* Waits for a running callback: after it, none can queue @region. */
-	mmu_interval_notifier_remove(&region->notifier);
+	struct ummunotify_watch watch;
+	struct umn_region *region;
+	u64 start, end;
+	int ret;
+
+	if (copy_from_user(&watch, argp, sizeof(watch)))
+		return -EFAULT;
+	ret = umn_watch_range(&watch, &start, &end);
+	if (ret)
+		return ret;
+	/* Fail on an unwritable argument now, before anything changes. */
+	if (copy_to_user(argp, &watch, sizeof(watch)))
+		return -EFAULT;
+
+	region = umn_alloc_region(file, watch.user_cookie,
+				  watch.causes ?: UMMUNOTIFY_CAUSES_DEFAULT);
+	if (!region)
+		return -ENOMEM;
+	mutex_lock(&file->regions_lock);
+	if (!(file->features & UMMUNOTIFY_FEATURE_WATCH) || !file->set_up)
+		ret = -EINVAL;
+	else
+		ret = umn_add(file, region, start, end, &watch.generation);
+	watch.slot = region->slot;
+	trace_ummunotify_register(watch.user_cookie, start, end, watch.slot,
+				  ret);
+	if (!ret && copy_to_user(argp, &watch, sizeof(watch))) {
+		rb_erase(&region->cookie_node, &file->cookies);
+		file->nr_regions--;
+		umn_remove(file, region);
+		ret = -EFAULT;
+	} else if (ret) {
+		kmem_cache_free(umn_region_cache, region);
+	}
+	mutex_unlock(&file->regions_lock);
+	return ret;
+}
+
+/*
+ * Move a watch to a new range, keeping its cookie, slot and generation.
+ * The new notifier goes in before the old one comes out, so the part
+ * both ranges cover is never unwatched.
+ */
+static int umn_resize(struct umn_file *file,
+		      struct ummunotify_watch __user *argp)
+{
+	struct umn_region *old, *new;
+	struct ummunotify_watch watch;
+	u64 start, end;
+	int ret;
+
+	if (copy_from_user(&watch, argp, sizeof(watch)))
+		return -EFAULT;
+	ret = umn_watch_range(&watch, &start, &end);
+	if (ret)
+		return ret;
+	if (copy_to_user(argp, &watch, sizeof(watch)))
+		return -EFAULT;
+
+	new = umn_alloc_region(file, watch.user_cookie, watch.causes);
+	if (!new)
+		return -ENOMEM;
+	mutex_lock(&file->regions_lock);
+	old = umn_find(file, watch.user_cookie);
+	if (!(file->features & UMMUNOTIFY_FEATURE_WATCH) || !old) {
+		ret = -EINVAL;
+		goto out_free;
+	}
+	if (!watch.causes)
+		new->causes = old->causes;
+	new->slot = old->slot;
+	watch.slot = old->slot;
 	spin_lock(&file->lock);
-	list_del(&region->report);
+	watch.generation = new->slot == UMMUNOTIFY_NO_SLOT ? 0 :
+			   file->generations[new->slot];
 	spin_unlock(&file->lock);
-	kmem_cache_free(umn_region_cache, region);
+
+	ret = mmu_interval_notifier_insert(&new->notifier, file->mm, start,
+					   end - start, &umn_notifier_ops);
+	if (ret)
+		goto out_free;
+	rb_replace_node(&old->cookie_node, &new->cookie_node, &file->cookies);
+	mmu_interval_read_begin(&new->notifier);
+
+	mmu_interval_notifier_remove(&old->notifier);
+	spin_lock(&file->lock);
+	if (!list_empty(&old->report)) {
+		/* The 2010 queue: the pending report moves to the new range. */
+		if (list_empty(&new->report)) {
+			list_replace_init(&old->report, &new->report);
+			new->hint = old->hint;
+			new->hint_start = old->hint_start;
+			new->hint_end = old->hint_end;
+		} else {
+			list_del_init(&old->report);
+			new->hint = false;
+		}
+	}
+	spin_unlock(&file->lock);
+	kmem_cache_free(umn_region_cache, old);
+	trace_ummunotify_register(watch.user_cookie, start, end, watch.slot,
+				  0);
+	mutex_unlock(&file->regions_lock);
+	return copy_to_user(argp, &watch, sizeof(watch)) ? -EFAULT : 0;
+
+out_free:
+	mutex_unlock(&file->regions_lock);
+	kmem_cache_free(umn_region_cache, new);
+	return ret;
 }
 
 static int umn_unregister(struct umn_file *file, u64 __user *argp)
@@ -358,6 +861,7 @@ static int umn_unregister(struct umn_file *file, u64 __user *argp)
 		ret = -EINVAL;
 	}
 	mutex_unlock(&file->regions_lock);
+	trace_ummunotify_unregister(cookie, ret);
 	return ret;
 }
 
@@ -370,6 +874,9 @@ static long umn_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 	case UMMUNOTIFY_EXCHANGE_FEATURES:
 	case UMMUNOTIFY_REGISTER_REGION:
 	case UMMUNOTIFY_UNREGISTER_REGION:
+	case UMMUNOTIFY_WATCH:
+	case UMMUNOTIFY_RESIZE:
+	case UMMUNOTIFY_SETUP:
 		break;
 	default:
 		return -ENOTTY;
@@ -382,14 +889,20 @@ static long umn_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 		return umn_exchange_features(file, argp);
 	case UMMUNOTIFY_REGISTER_REGION:
 		return umn_register(file, argp);
-	default:
+	case UMMUNOTIFY_UNREGISTER_REGION:
 		return umn_unregister(file, argp);
+	case UMMUNOTIFY_WATCH:
+		return umn_watch(file, argp);
+	case UMMUNOTIFY_RESIZE:
+		return umn_resize(file, argp);
+	default:
+		return umn_setup(file, argp);
 	}
 }
 
 /*
- * Fill @event with the oldest pending report, or with LAST once the
- * queue is empty.  Returns the region reported, NULL for LAST, or an
+ * 2010 ABI: fill @event with the oldest pending report, or with LAST once
+ * the queue is empty.  Returns the region reported, NULL for LAST, or an
  * error pointer when nothing is pending.
  */
 static struct umn_region *umn_peek(struct umn_file *file,
@@ -409,8 +922,8 @@ static struct umn_region *umn_peek(struct umn_file *file,
 			event->hint_start = region->hint_start;
 			event->hint_end = region->hint_end;
 		} else {
-			event->hint_start = region->start;
-			event->hint_end = region->end;
+			event->hint_start = umn_region_start(region);
+			event->hint_end = umn_region_end(region);
 		}
 	} else if (file->need_last) {
 		event->type = UMMUNOTIFY_EVENT_TYPE_LAST;
@@ -440,6 +953,53 @@ static void umn_consume(struct umn_file *file, struct umn_region *region,
 	spin_unlock(&file->lock);
 }
 
+/*
+ * 2010 ABI.  Each event is copied out before it is dequeued, so that a
+ * bad buffer loses nothing; regions_lock keeps the peeked region alive.
+ */
+static ssize_t umn_read_reports(struct umn_file *file, char __user *buf,
+				size_t count)
+{
+	struct ummunotify_event event;
+	struct umn_region *region;
+	size_t done = 0;
+
+	while (count - done >= sizeof(event)) {
+		region = umn_peek(file, &event);
+		if (IS_ERR(region))
+			break;
+		if (copy_to_user(buf + done, &event, sizeof(event)))
+			return done ?: -EFAULT;
+		umn_consume(file, region, &event);
+		done += sizeof(event);
+	}
+	return done;
+}
+
+/* The ring, for event loops that prefer read() to the shared head. */
+static ssize_t umn_read_ring(struct umn_file *file, char __user *buf,
+			     size_t count)
+{
+	const size_t size = sizeof(struct ummunotify_ring_event);
+	u64 head = READ_ONCE(*file->head);
+	size_t done = 0;
+	u64 tail;
+
+	/* Pairs with umn_ring_post(): the entries are complete. */
+	tail = smp_load_acquire((u64 *)(file->header + UMN_OFF_TAIL));
+
+	/* A head user space corrupted restarts at the oldest entry. */
+	if (tail - head > (u64)file->ring_mask + 1)
+		head = tail - file->ring_mask - 1;
+	for (; head != tail && count - done >= size; head++, done += size)
+		if (copy_to_user(buf + done,
+				 &file->ring[head & file->ring_mask], size))
+			break;
+	/* Pairs with umn_ring_post(): the entries were read first. */
+	smp_store_release(file->head, head);
+	return done ?: -EFAULT;
+}
+
 static bool umn_has_events(struct umn_file *file)
 {
 	bool readable;
@@ -454,21 +1014,23 @@ static ssize_t umn_read(struct file *filp, char __user *buf, size_t count,
 			loff_t *pos)
 {
 	struct umn_file *file = filp->private_data;
-	struct ummunotify_event event;
-	struct umn_region *region;
-	size_t done = 0;
-	int ret;
+	ssize_t ret;
 
 	if (!umn_is_owner(file))
 		return -EPERM;
-	if (count < sizeof(event))
-		return -EINVAL;
 
+	mutex_lock(&file->regions_lock);
 	for (;;) {
-		mutex_lock(&file->regions_lock);
+		if ((file->features && !file->set_up) ||
+		    count < (umn_has_ring(file) ?
+			     sizeof(struct ummunotify_ring_event) :
+			     sizeof(struct ummunotify_event))) {
+			mutex_unlock(&file->regions_lock);
+			return -EINVAL;
+		}
+		file->used = true;
 		if (umn_has_events(file))
 			break;
-		file->used = true;
 		mutex_unlock(&file->regions_lock);
 		if (filp->f_flags & O_NONBLOCK)
 			return -EAGAIN;
@@ -476,27 +1038,15 @@ static ssize_t umn_read(struct file *filp, char __user *buf, size_t count,
 					       umn_has_events(file));
 		if (ret)
 			return ret;
+		mutex_lock(&file->regions_lock);
 	}
 
-	/*
-	 * Copy each event out before dequeuing it, so that a bad buffer
-	 * loses nothing.  regions_lock keeps the peeked region alive.
-	 */
-	ret = 0;
-	while (count - done >= sizeof(event)) {
-		region = umn_peek(file, &event);
-		if (IS_ERR(region))
-			break;
-		if (copy_to_user(buf + done, &event, sizeof(event))) {
-			ret = -EFAULT;
-			break;
-		}
-		umn_consume(file, region, &event);
-		file->used = true;
-		done += sizeof(event);
-	}
+	if (umn_has_ring(file))
+		ret = umn_read_ring(file, buf, count);
+	else
+		ret = umn_read_reports(file, buf, count);
 	mutex_unlock(&file->regions_lock);
-	return done ? done : ret;
+	return ret;
 }
 
 static __poll_t umn_poll(struct file *filp, poll_table *wait)
@@ -520,20 +1070,56 @@ static int umn_fasync(int fd, struct file *filp, int on)
 	return fasync_helper(fd, filp, on, &file->fasync);
 }
 
+/*
+ * Offset 0: the read-only area (before UMMUNOTIFY_SETUP, just the counter
+ * page of the 2010 ABI).  Offset head_offset: the ring's head, writable.
+ */
 static int umn_mmap(struct file *filp, struct vm_area_struct *vma)
 {
 	struct umn_file *file = filp->private_data;
+	unsigned long pages = vma_pages(vma);
 
 	if (vma->vm_mm != file->mm)
 		return -EPERM;
-	if (vma->vm_pgoff || vma->vm_end - vma->vm_start > PAGE_SIZE ||
-	    !(vma->vm_flags & VM_SHARED))
+	/* MAP_SHARED: VM_SHARED itself is cleared on a read-only file. */
+	if (!(vma->vm_flags & VM_MAYSHARE))
 		return -EINVAL;
+
+	/* Pairs with umn_setup(): the layout is complete once set_up is. */
+	if (!smp_load_acquire(&file->set_up)) {
+		if (vma->vm_pgoff || pages > 1)
+			return -EINVAL;
+	} else if (file->head_page && vma->vm_pgoff == file->nr_pages) {
+		if (pages > 1)
+			return -EINVAL;
+		vm_flags_mod(vma, VM_DONTEXPAND | VM_DONTDUMP, 0);
+		return vm_insert_page(vma, vma->vm_start, file->head_page);
+	} else if (vma->vm_pgoff || pages > file->nr_pages) {
+		return -EINVAL;
+	}
+
 	if (vma->vm_flags & VM_WRITE)
 		return -EPERM;
-
 	vm_flags_mod(vma, VM_DONTEXPAND | VM_DONTDUMP, VM_MAYWRITE);
-	return vm_insert_page(vma, vma->vm_start, file->counter_page);
+	return vm_map_pages_zero(vma, file->pages, pages);
+}
+
+static void umn_show_fdinfo(struct seq_file *m, struct file *filp)
+{
+	struct umn_file *file = filp->private_data;
+
+	spin_lock(&file->lock);
+	seq_printf(m, "features:\t%#x\n", READ_ONCE(file->features));
+	seq_printf(m, "regions:\t%u\n", READ_ONCE(file->nr_regions));
+	seq_printf(m, "slots:\t%u\n", file->nr_slots);
+	seq_printf(m, "ring_entries:\t%u\n",
+		   file->ring ? file->ring_mask + 1 : 0);
+	seq_printf(m, "counter:\t%llu\n", *file->counter);
+	seq_printf(m, "events:\t%llu\n", file->events);
+	seq_printf(m, "dropped:\t%llu\n", file->dropped);
+	seq_printf(m, "filtered:\t%lld\n", atomic64_read(&file->filtered));
+	seq_printf(m, "released:\t%d\n", file->released);
+	spin_unlock(&file->lock);
 }
 
 static int umn_open(struct inode *inode, struct file *filp)
@@ -547,12 +1133,15 @@ static int umn_open(struct inode *inode, struct file *filp)
 	file = kzalloc(sizeof(*file), GFP_KERNEL_ACCOUNT);
 	if (!file)
 		return -ENOMEM;
-	file->counter_page = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
-	if (!file->counter_page) {
+	file->header_page = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
+	if (!file->header_page) {
 		kfree(file);
 		return -ENOMEM;
 	}
-	file->counter = page_address(file->counter_page);
+	file->pages = &file->header_page;
+	file->nr_pages = 1;
+	file->header = page_address(file->header_page);
+	file->counter = file->header + UMN_OFF_COUNTER;
 
 	/*
 	 * Hold the mm_struct only, not the address space: an open file
@@ -562,9 +1151,11 @@ static int umn_open(struct inode *inode, struct file *filp)
 	file->mm = current->mm;
 	mutex_init(&file->regions_lock);
 	file->cookies = RB_ROOT;
+	ida_init(&file->slots);
 	spin_lock_init(&file->lock);
 	INIT_LIST_HEAD(&file->reports);
 	init_waitqueue_head(&file->wait);
+	atomic_long_inc(&umn_nr_files);
 
 	filp->private_data = file;
 	return nonseekable_open(inode, filp);
@@ -584,9 +1175,12 @@ static int umn_release(struct inode *inode, struct file *filp)
 		umn_remove(file, region);
 		cond_resched();
 	}
+	umn_free_area(file);
+	__free_page(file->header_page);
+	ida_destroy(&file->slots);
 	mmdrop(file->mm);
-	__free_page(file->counter_page);
 	kfree(file);
+	atomic_long_dec(&umn_nr_files);
 	return 0;
 }
 
@@ -600,13 +1194,74 @@ static const struct file_operations umn_fops = {
 	.mmap		= umn_mmap,
 	.unlocked_ioctl	= umn_ioctl,
 	.compat_ioctl	= compat_ptr_ioctl,
+	.show_fdinfo	= umn_show_fdinfo,
 };
+
+static u64 umn_stats_sum(size_t offset)
+{
+	u64 sum = 0;
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		sum += *(u64 *)((void *)per_cpu_ptr(&umn_stats, cpu) + offset);
+	return sum;
+}
+
+static ssize_t umn_stat_show(struct device *dev,
+			     struct device_attribute *attr, char *buf)
+{
+	struct dev_ext_attribute *ea = container_of(attr,
+						    struct dev_ext_attribute,
+						    attr);
+
+	return sysfs_emit(buf, "%llu\n", umn_stats_sum((size_t)ea->var));
+}
+
+static struct dev_ext_attribute dev_attr_events = {
+	__ATTR(events, 0444, umn_stat_show, NULL),
+	(void *)offsetof(struct umn_stats, events)
+};
+
+static struct dev_ext_attribute dev_attr_dropped = {
+	__ATTR(dropped, 0444, umn_stat_show, NULL),
+	(void *)offsetof(struct umn_stats, dropped)
+};
+
+static struct dev_ext_attribute dev_attr_filtered = {
+	__ATTR(filtered, 0444, umn_stat_show, NULL),
+	(void *)offsetof(struct umn_stats, filtered)
+};
+
+static ssize_t files_show(struct device *dev, struct device_attribute *attr,
+			  char *buf)
+{
+	return sysfs_emit(buf, "%ld\n", atomic_long_read(&umn_nr_files));
+}
+static DEVICE_ATTR_RO(files);
+
+static ssize_t regions_show(struct device *dev, struct device_attribute *attr,
+			    char *buf)
+{
+	return sysfs_emit(buf, "%ld\n", atomic_long_read(&umn_nr_regions));
+}
+static DEVICE_ATTR_RO(regions);
+
+static struct attribute *umn_attrs[] = {
+	&dev_attr_files.attr,
+	&dev_attr_regions.attr,
+	&dev_attr_events.attr.attr,
+	&dev_attr_dropped.attr.attr,
+	&dev_attr_filtered.attr.attr,
+	NULL
+};
+ATTRIBUTE_GROUPS(umn);
 
 static struct miscdevice umn_misc = {
 	.minor	= MISC_DYNAMIC_MINOR,
 	.name	= "ummunotify",
 	.fops	= &umn_fops,
 	.mode	= 0666,
+	.groups	= umn_groups,
 };
 
 static int __init umn_init(void)

@@ -51,4 +51,87 @@ struct ummunotify_event {
 	__u64	user_cookie_counter;
 };
 
+/*
+ * The native ABI, granted by EXCHANGE_FEATURES.  A file that asks for
+ * nothing behaves exactly as above.
+ */
+#define UMMUNOTIFY_FEATURE_WATCH	(1U << 0) /* WATCH, RESIZE, generations */
+#define UMMUNOTIFY_FEATURE_RING		(1U << 1) /* events in a shared ring */
+#define UMMUNOTIFY_FEATURE_PRESSURE	(1U << 2) /* memory-pressure advisories */
+
+/*
+ * Why a range changed: bit numbers of ummunotify_watch.causes and values
+ * of ummunotify_ring_event.cause.
+ */
+enum {
+	UMMUNOTIFY_CAUSE_UNMAP		= 0, /* munmap, mremap, MAP_FIXED, brk, shmdt */
+	UMMUNOTIFY_CAUSE_CLEAR		= 1, /* madvise, copy-on-write, reclaim, migration */
+	UMMUNOTIFY_CAUSE_PROTECTION	= 2, /* mprotect, fork: same pages */
+	UMMUNOTIFY_CAUSE_SOFT_DIRTY	= 3, /* clear_refs: same pages */
+	UMMUNOTIFY_CAUSE_MIGRATE	= 4, /* moved to or from device memory */
+	UMMUNOTIFY_CAUSE_RELEASE	= 5, /* the address space is gone */
+	UMMUNOTIFY_CAUSE_OVERFLOW	= 6, /* ring events were lost */
+	UMMUNOTIFY_CAUSE_PRESSURE	= 7, /* the kernel asks for memory back */
+};
+
+/* What a watch reports unless it asks otherwise; RELEASE always is. */
+#define UMMUNOTIFY_CAUSES_DEFAULT	((1U << UMMUNOTIFY_CAUSE_UNMAP) | \
+					 (1U << UMMUNOTIFY_CAUSE_CLEAR) | \
+					 (1U << UMMUNOTIFY_CAUSE_MIGRATE) | \
+					 (1U << UMMUNOTIFY_CAUSE_RELEASE))
+
+/* ummunotify_watch.flags */
+#define UMMUNOTIFY_WATCH_ALL		(1U << 0) /* the whole user address space */
+
+/* UMMUNOTIFY_WATCH and UMMUNOTIFY_RESIZE (which finds the watch by cookie). */
+struct ummunotify_watch {
+	__u64	start;		/* in: [start, end), unless WATCH_ALL */
+	__u64	end;
+	__u64	user_cookie;	/* in: unique within the file */
+	__u32	causes;		/* in: 1 << UMMUNOTIFY_CAUSE_*; 0: default */
+	__u32	flags;		/* in: UMMUNOTIFY_WATCH_* */
+	__u64	generation;	/* out: the slot's generation now */
+	__u32	slot;		/* out: index into the generation words */
+	__u32	reserved;	/* must be 0 */
+};
+
+/* UMMUNOTIFY_SETUP: sizes in, layout of the shared memory out. */
+struct ummunotify_params {
+	__u32	slots;		/* in: generation words (0: default); out */
+	__u32	ring_entries;	/* in: power of two (0: default); out */
+	__u32	flags;		/* must be 0 */
+	__u32	reserved;	/* must be 0 */
+	__u64	mmap_size;	/* out: map this much, PROT_READ, offset 0 */
+	__u64	head_offset;	/* out: mmap offset of the one consumer page */
+	struct ummunotify_offsets {
+		__u32	counter;	/* __u64: the legacy counter */
+		__u32	tail;		/* __u64: producer position */
+		__u32	dropped;	/* __u64: ring events lost, ever */
+		__u32	ring_mask;	/* __u32: ring_entries - 1 */
+		__u32	events;		/* struct ummunotify_ring_event[] */
+		__u32	generations;	/* __u64[slots] */
+		__u32	head;		/* __u64 in the consumer page */
+		__u32	reserved;
+	} off;
+	__u64	reserved2[4];	/* must be 0 */
+};
+
+/* An entry of the ring, and what read() returns with FEATURE_RING. */
+struct ummunotify_ring_event {
+	__u64	start;		/* range changed, clipped to the watch */
+	__u64	end;
+	__u64	user_cookie;
+	/* The slot's new generation; OVERFLOW: events lost. */
+	__u64	generation;
+	__u32	slot;		/* UMMUNOTIFY_NO_SLOT if none */
+	__u16	cause;		/* UMMUNOTIFY_CAUSE_* */
+	__u16	flags;		/* 0 */
+};
+
+#define UMMUNOTIFY_NO_SLOT		0xffffffffU
+
+#define UMMUNOTIFY_WATCH	_IOWR(UMMUNOTIFY_MAGIC, 4, struct ummunotify_watch)
+#define UMMUNOTIFY_RESIZE	_IOWR(UMMUNOTIFY_MAGIC, 5, struct ummunotify_watch)
+#define UMMUNOTIFY_SETUP	_IOWR(UMMUNOTIFY_MAGIC, 6, struct ummunotify_params)
+
 #endif /* _UAPI_LINUX_UMMUNOTIFY_H */
