@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * libummunotify: know, with one load, whether memory you registered with a
+ * device (an RDMA NIC, say) still holds the pages it held when you
+ * registered it; and a registration cache built on that.
+ *
+ * See ummunotify(7) and the page of each function.  Functions return 0 (or
+ * a count) on success and a negative errno value on failure.
+ */
+#ifndef UMMUNOTIFY_H
+#define UMMUNOTIFY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One open /dev/ummunotify: a set of watches on this process's memory. */
+struct umn;
+
+/* umn_attr.flags */
+#define UMN_OPEN_LEGACY		(1U << 0) /* use the 2010 ABI even if more is offered */
+
+/* umn_open() settings; a NULL attr or a 0 field means the default. */
+struct umn_attr {
+	uint32_t flags;		/* UMN_OPEN_* */
+	uint32_t max_watches;	/* watches at once */
+	uint32_t ring_entries;	/* events the kernel can queue (power of two) */
+	uint32_t reserved;	/* must be 0 */
+};
+
+/* What the kernel grants; umn_features().  0: the 2010 ABI. */
+#define UMN_FEATURE_WATCH	(1U << 0) /* per-watch generation words */
+#define UMN_FEATURE_RING	(1U << 1) /* events in shared memory */
+#define UMN_FEATURE_PRESSURE	(1U << 2) /* UMN_CAUSE_PRESSURE events */
+
+/* Why a watched range changed: umn_event.cause, bit numbers of causes. */
+enum {
+	UMN_CAUSE_UNMAP		= 0, /* munmap, mremap, MAP_FIXED, brk, shmdt */
+	UMN_CAUSE_CLEAR		= 1, /* madvise, copy-on-write, reclaim, migration */
+	UMN_CAUSE_PROTECTION	= 2, /* mprotect, fork: same pages (opt-in) */
+	UMN_CAUSE_SOFT_DIRTY	= 3, /* clear_refs: same pages (opt-in) */
+	UMN_CAUSE_MIGRATE	= 4, /* moved to or from device memory */
+	UMN_CAUSE_RELEASE	= 5, /* the address space is gone */
+	UMN_CAUSE_OVERFLOW	= 6, /* events were lost: check every watch */
+	UMN_CAUSE_PRESSURE	= 7, /* the kernel asks for memory back */
+	UMN_CAUSE_UNKNOWN	= 8, /* invalidated; the 2010 ABI does not say why */
+};
+
+/* Causes a watch reports when umn_watch() is given 0. */
+#define UMN_CAUSES_DEFAULT	((1U << UMN_CAUSE_UNMAP) | \
+				 (1U << UMN_CAUSE_CLEAR) | \
+				 (1U << UMN_CAUSE_MIGRATE) | \
+				 (1U << UMN_CAUSE_RELEASE))
+
+/*
+ * A watch on [addr, addr + len).  The caller owns the memory and must not
+ * move it while watched: events point back to it.  Only umn_*() functions
+ * touch the fields.
+ */
+struct umn_watch {
+	const uint64_t *word;	/* generation word the kernel rewrites */
+	uint64_t generation;	/* its value when the watch was made */
+	uint64_t cookie;	/* the kernel's name for the watch */
+	uint32_t slot;		/* index of word */
+	uint32_t reserved;
+};
+
+/* What umn_drain() hands its callback. */
+struct umn_event {
+	struct umn_watch *watch;	/* NULL for OVERFLOW and PRESSURE */
+	uint64_t start;			/* part of the watch that changed */
+	uint64_t end;
+	uint64_t value;			/* OVERFLOW: events lost (0: unknown);
+					 * PRESSURE: bytes asked for */
+	unsigned int cause;		/* UMN_CAUSE_* */
+};
+
+typedef void umn_event_fn(void *arg, const struct umn_event *event);
+
+int umn_open(struct umn **u, const struct umn_attr *attr);
+int umn_close(struct umn *u);
+unsigned int umn_features(struct umn *u);
+int umn_fd(struct umn *u);
+
+int umn_watch(struct umn *u, const void *addr, size_t len,
+	      unsigned int causes, struct umn_watch *w);
+int umn_unwatch(struct umn *u, struct umn_watch *w);
+int umn_resize(struct umn *u, struct umn_watch *w, const void *addr,
+	       size_t len);
+
+int umn_drain(struct umn *u, umn_event_fn *fn, void *arg);
+
+/*
+ * Private to the inline functions below: the first member of struct umn.
+ * The pointers change only when a forked child reopens the device.
+ */
+struct umn__fast {
+	const uint64_t *produced;	/* ring tail, or the 2010 counter */
+	const uint64_t *consumed;	/* ring head, or counter drained */
+	const uint64_t *pull_counter;	/* 2010 counter; NULL: words are live */
+	uint64_t pulled;		/* 2010 counter value pulled */
+};
+
+/* Private: bring the generation words up to date (2010 ABI only). */
+void umn__pull(struct umn *u);
+
+/*
+ * Is w still valid: has nothing it watches been unmapped or replaced since
+ * umn_watch()?  With the native ABI this is one acquire load.  With the
+ * 2010 ABI it is one load more, and a call into the library only when the
+ * kernel's counter moved.  Thread-safe; never blocks for long.
+ */
+static inline bool umn_valid(struct umn *u, const struct umn_watch *w)
+{
+	struct umn__fast *f = (struct umn__fast *)u;
+	const uint64_t *counter = __atomic_load_n(&f->pull_counter,
+						  __ATOMIC_RELAXED);
+
+	if (counter && __atomic_load_n(counter, __ATOMIC_ACQUIRE) !=
+		       __atomic_load_n(&f->pulled, __ATOMIC_RELAXED))
+		umn__pull(u);
+	return __atomic_load_n(w->word, __ATOMIC_ACQUIRE) == w->generation;
+}
+
+/*
+ * Does umn_drain() have anything to report?  Two loads, no call.
+ * Thread-safe.
+ */
+static inline bool umn_changed(struct umn *u)
+{
+	struct umn__fast *f = (struct umn__fast *)u;
+	const uint64_t *produced = __atomic_load_n(&f->produced,
+						   __ATOMIC_RELAXED);
+	const uint64_t *consumed = __atomic_load_n(&f->consumed,
+						   __ATOMIC_RELAXED);
+
+	return __atomic_load_n(produced, __ATOMIC_ACQUIRE) !=
+	       __atomic_load_n(consumed, __ATOMIC_RELAXED);
+}
+
+/* The registration cache: one per set of registrations (per PD, say). */
+struct umn_cache;
+
+/* What the cache hands out.  Read-only for the caller, stable while held. */
+struct umn_cache_entry {
+	void *addr;		/* registered range; covers what was asked */
+	size_t len;
+	void *handle;		/* what reg() returned, e.g. a struct ibv_mr * */
+};
+
+struct umn_cache_attr {
+	/*
+	 * Register [addr, addr + len) and store what deregistration needs in
+	 * *handle; return 0 or a negative errno.  Called without any cache
+	 * lock held, possibly from several threads at once.
+	 */
+	int (*reg)(void *arg, void *addr, size_t len, void **handle);
+	/* Undo reg(); called once per successful reg(), never while in use. */
+	void (*dereg)(void *arg, void *addr, size_t len, void *handle);
+	void *arg;		/* passed to reg() and dereg() */
+	size_t max_entries;	/* 0: no limit */
+	size_t max_bytes;	/* 0: no limit */
+	size_t align;		/* power of two, registrations are rounded
+				 * out to it; 0: the page size */
+};
+
+struct umn_cache_stats {
+	uint64_t hits;			/* umn_cache_get() served from the cache */
+	uint64_t misses;		/* umn_cache_get() that registered */
+	uint64_t registrations;		/* successful reg() calls */
+	uint64_t deregistrations;	/* dereg() calls */
+	uint64_t invalidations;		/* entries dropped because their memory changed */
+	uint64_t evictions;		/* entries dropped for the limits */
+	uint64_t released;		/* entries dropped on pressure or flush */
+	uint64_t retries;		/* registrations redone after a race */
+	uint64_t uncached;		/* entries larger than max_bytes */
+	uint64_t overflows;		/* OVERFLOW events (full rescans) */
+	uint64_t entries;		/* entries cached now */
+	uint64_t bytes;			/* bytes cached now */
+	uint64_t in_use;		/* entries held by callers now */
+};
+
+int umn_cache_create(struct umn *u, const struct umn_cache_attr *attr,
+		     struct umn_cache **c);
+int umn_cache_destroy(struct umn_cache *c);
+int umn_cache_get(struct umn_cache *c, const void *addr, size_t len,
+		  struct umn_cache_entry **e);
+void umn_cache_put(struct umn_cache *c, struct umn_cache_entry *e);
+int umn_cache_drain(struct umn_cache *c);
+void umn_cache_flush(struct umn_cache *c);
+void umn_cache_stats(struct umn_cache *c, struct umn_cache_stats *stats);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* UMMUNOTIFY_H */

@@ -1,0 +1,674 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The registration cache.
+ *
+ * Entries live in an interval tree keyed by start (itree.c).  Overlap
+ * policy: entries may overlap and are never merged.  A request is a hit
+ * when one valid entry covers all of it; otherwise the request, rounded
+ * out to attr.align, is registered as a new entry, and idle entries that
+ * the new one contains are dropped (it serves all their lookups).
+ * Merging overlapping entries into their union would re-register the
+ * growing union at every step of a sliding access pattern, quadratic in
+ * bytes pinned; overlap costs at most one extra registration per entry.
+ *
+ * The hit path takes no lock.  Entries are type-stable: their memory is
+ * recycled between entries but never freed while the cache lives (like
+ * the kernel's SLAB_TYPESAFE_BY_RCU), so a lockless search can always
+ * dereference what it finds.  A reference is taken with a compare-and-
+ * swap on state that fails once the entry is retired; then the range and
+ * the generation are checked again, because the memory may by then hold
+ * another entry.  A search that races with a change may miss; it then
+ * retries under the lock, which is authoritative.  The only shared write
+ * on a hit is to the entry found (reference count, hits, referenced).
+ *
+ * state = users | ENTRY_RETIRED.  An entry is in the tree exactly when
+ * it is not retired.  Whoever retires an entry with no users, or drops
+ * the last user of a retired one, destroys it: dereg(), unwatch, back to
+ * the free list.  No entry in use is ever deregistered.
+ *
+ * Eviction is LRU approximated by CLOCK (second chance): a hit sets
+ * "referenced", and the hand gives referenced or busy entries another
+ * round before evicting idle ones, oldest first.  Exact LRU would need a
+ * shared list update, hence a lock, on every hit.
+ *
+ * Registration follows the watch -> register -> check protocol: the
+ * watch is made first, so any invalidation after it shows; if the watch
+ * is still valid once reg() returns, reg() saw the pages the entry
+ * describes.  Otherwise another thread unmapped or replaced them meanwhile
+ * and the registration is undone and retried.
+ *
+ * reg(), dereg() and the umn_*() calls run without c->lock; the order is
+ * umn.lock (held while umn_drain() runs cache_event()) before c->lock.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "itree.h"
+
+#define ENTRY_RETIRED		(1ULL << 63)
+#define ENTRY_USERS		(ENTRY_RETIRED - 1)
+#define ENTRIES_PER_CHUNK	64
+#define MAX_RETRIES		16
+
+struct umn_entry {
+	struct umn_cache_entry pub;	/* what the caller sees */
+	struct itree_node node;		/* in c->tree unless retired */
+	struct umn_watch watch;
+	uint64_t state;			/* users | ENTRY_RETIRED */
+	uint64_t hits;			/* lockless hits, folded into stats */
+	bool referenced;		/* hit since the clock hand passed */
+	struct umn_entry *prev;		/* clock list, oldest first */
+	struct umn_entry *next;
+	struct umn_entry *link;		/* free list, or a list of victims */
+};
+
+struct umn_chunk {
+	struct umn_chunk *next;
+	struct umn_entry entries[ENTRIES_PER_CHUNK];
+};
+
+struct umn_cache {
+	struct umn *u;
+	struct umn_cache_attr attr;
+	pthread_mutex_t lock;
+	struct itree tree;
+	struct umn_entry clock;		/* list head: clock.next is the hand */
+	uint64_t nr_entries;		/* in the tree */
+	uint64_t nr_bytes;
+	bool over_limit;		/* eviction could not get under limits */
+	struct umn_entry *free;
+	struct umn_chunk *chunks;
+	struct umn_cache_stats stats;	/* counters only; atomic adds */
+};
+
+#define stat_add(c, field, n) \
+	__atomic_fetch_add(&(c)->stats.field, (n), __ATOMIC_RELAXED)
+
+static bool entry_get(struct umn_entry *e)
+{
+	uint64_t state = READ_ONCE(e->state);
+
+	do {
+		if (state & ENTRY_RETIRED)
+			return false;
+	} while (!__atomic_compare_exchange_n(&e->state, &state, state + 1,
+					      true, __ATOMIC_ACQUIRE,
+					      __ATOMIC_RELAXED));
+	return true;
+}
+
+static void clock_unlink(struct umn_entry *e)
+{
+	e->prev->next = e->next;
+	e->next->prev = e->prev;
+}
+
+static void clock_append(struct umn_cache *c, struct umn_entry *e)
+{
+	e->prev = c->clock.prev;
+	e->next = &c->clock;
+	c->clock.prev->next = e;
+	c->clock.prev = e;
+}
+
+/* c->lock held. */
+static struct umn_entry *entry_alloc(struct umn_cache *c)
+{
+	struct umn_chunk *chunk;
+	struct umn_entry *e;
+	int i;
+
+	if (!c->free) {
+		chunk = calloc(1, sizeof(*chunk));
+		if (!chunk)
+			return NULL;
+		chunk->next = c->chunks;
+		c->chunks = chunk;
+		for (i = 0; i < ENTRIES_PER_CHUNK; i++) {
+			e = &chunk->entries[i];
+			e->state = ENTRY_RETIRED;
+			e->link = c->free;
+			c->free = e;
+		}
+	}
+	e = c->free;
+	c->free = e->link;
+	return e;
+}
+
+/* c->lock held; e is retired and unused. */
+static void entry_free(struct umn_cache *c, struct umn_entry *e)
+{
+	c->stats.hits += __atomic_exchange_n(&e->hits, 0, __ATOMIC_RELAXED);
+	e->link = c->free;
+	c->free = e;
+}
+
+/* dereg(), unwatch and free a retired entry without users. */
+static void entry_destroy(struct umn_cache *c, struct umn_entry *e)
+{
+	c->attr.dereg(c->attr.arg, e->pub.addr, e->pub.len, e->pub.handle);
+	stat_add(c, deregistrations, 1);
+	umn_unwatch(c->u, &e->watch);
+	pthread_mutex_lock(&c->lock);
+	entry_free(c, e);
+	pthread_mutex_unlock(&c->lock);
+}
+
+static void destroy_all(struct umn_cache *c, struct umn_entry *victims)
+{
+	struct umn_entry *e;
+
+	while ((e = victims)) {
+		victims = e->link;
+		entry_destroy(c, e);
+	}
+}
+
+/* c->lock held; take e out of the cache; unused: add it to *victims. */
+static void entry_retire(struct umn_cache *c, struct umn_entry *e,
+			 struct umn_entry **victims)
+{
+	uint64_t state = __atomic_fetch_or(&e->state, ENTRY_RETIRED,
+					   __ATOMIC_ACQ_REL);
+
+	itree_remove(&c->tree, &e->node);
+	clock_unlink(e);
+	c->nr_entries--;
+	c->nr_bytes -= e->pub.len;
+	if (!(state & ENTRY_USERS)) {
+		e->link = *victims;
+		*victims = e;
+	}
+}
+
+static bool over_limits(const struct umn_cache *c)
+{
+	return (c->attr.max_entries && c->nr_entries > c->attr.max_entries) ||
+	       (c->attr.max_bytes && c->nr_bytes > c->attr.max_bytes);
+}
+
+/* c->lock held; retire e if nobody uses it.  False if somebody does. */
+static bool entry_retire_idle(struct umn_cache *c, struct umn_entry *e,
+			      struct umn_entry **victims)
+{
+	uint64_t idle = 0;
+
+	/* Claimed with the same CAS a lockless get races against. */
+	if (!__atomic_compare_exchange_n(&e->state, &idle, ENTRY_RETIRED,
+					 false, __ATOMIC_ACQUIRE,
+					 __ATOMIC_RELAXED))
+		return false;
+	itree_remove(&c->tree, &e->node);
+	clock_unlink(e);
+	c->nr_entries--;
+	c->nr_bytes -= e->pub.len;
+	e->link = *victims;
+	*victims = e;
+	return true;
+}
+
+/*
+ * c->lock held.  Two rounds of the hand reach every idle entry: the first
+ * may only clear referenced bits.
+ */
+static void evict(struct umn_cache *c, struct umn_entry **victims)
+{
+	uint64_t steps = 2 * c->nr_entries;
+	struct umn_entry *e;
+
+	while (over_limits(c) && steps--) {
+		e = c->clock.next;
+		if (!READ_ONCE(e->referenced) &&
+		    entry_retire_idle(c, e, victims)) {
+			stat_add(c, evictions, 1);
+			continue;
+		}
+		WRITE_ONCE(e->referenced, false);
+		clock_unlink(e);
+		clock_append(c, e);
+	}
+	WRITE_ONCE(c->over_limit, over_limits(c));
+}
+
+/* c->lock held.  Drop idle entries, oldest first, until bytes (0: all). */
+static void release_idle(struct umn_cache *c, uint64_t bytes,
+			 struct umn_entry **victims)
+{
+	struct umn_entry *e, *next;
+	uint64_t released = 0;
+
+	for (e = c->clock.next; e != &c->clock; e = next) {
+		next = e->next;
+		if (bytes && released >= bytes)
+			break;
+		if (entry_retire_idle(c, e, victims)) {
+			released += e->pub.len;
+			stat_add(c, released, 1);
+		}
+	}
+	WRITE_ONCE(c->over_limit, over_limits(c));
+}
+
+struct scan {
+	struct umn_cache *c;
+	bool (*pick)(struct umn_cache *c, struct umn_entry *e);
+	struct umn_entry *found;	/* through link */
+};
+
+static void scan_one(struct itree_node *node, void *arg)
+{
+	struct umn_entry *e = container_of(node, struct umn_entry, node);
+	struct scan *scan = arg;
+
+	if (scan->pick(scan->c, e)) {
+		e->link = scan->found;
+		scan->found = e;
+	}
+}
+
+/*
+ * c->lock held.  The entries within [lo, hi) that pick() picks, through
+ * link: the tree must not change while it is walked.
+ */
+static struct umn_entry *
+collect_within(struct umn_cache *c, uint64_t lo, uint64_t hi,
+	       bool (*pick)(struct umn_cache *c, struct umn_entry *e))
+{
+	struct scan scan = { c, pick, NULL };
+
+	itree_visit_within(&c->tree, lo, hi, scan_one, &scan);
+	return scan.found;
+}
+
+static bool pick_any(struct umn_cache *c, struct umn_entry *e)
+{
+	(void)c;
+	(void)e;
+	return true;
+}
+
+static bool pick_invalid(struct umn_cache *c, struct umn_entry *e)
+{
+	return !umn_valid(c->u, &e->watch);
+}
+
+/*
+ * c->lock held.  A valid entry covering [lo, hi), with a user added;
+ * invalid ones met on the way are retired.
+ */
+static struct umn_entry *find_locked(struct umn_cache *c, uint64_t lo,
+				     uint64_t hi, struct umn_entry **victims)
+{
+	struct itree_node *node;
+	struct umn_entry *e;
+
+	while ((node = itree_find_cover(&c->tree, lo, hi, UINT_MAX))) {
+		e = container_of(node, struct umn_entry, node);
+		/* Not retired (it is in the tree): the get cannot fail. */
+		if (umn_valid(c->u, &e->watch) && entry_get(e))
+			return e;
+		entry_retire(c, e, victims);
+		stat_add(c, invalidations, 1);
+	}
+	return NULL;
+}
+
+/* The hit path: no lock.  NULL means "ask again under the lock". */
+static struct umn_entry *find_lockless(struct umn_cache *c, uint64_t lo,
+				       uint64_t hi)
+{
+	struct itree_node *node = itree_find_cover(&c->tree, lo, hi,
+						   ITREE_LOCKLESS_STEPS);
+	struct umn_entry *e;
+
+	if (!node)
+		return NULL;
+	e = container_of(node, struct umn_entry, node);
+	if (!entry_get(e))
+		return NULL;
+	/* Ours now, and maybe not the entry the search saw. */
+	if (READ_ONCE(e->node.start) <= lo && hi <= READ_ONCE(e->node.end) &&
+	    umn_valid(c->u, &e->watch)) {
+		if (!READ_ONCE(e->referenced))
+			WRITE_ONCE(e->referenced, true);
+		__atomic_fetch_add(&e->hits, 1, __ATOMIC_RELAXED);
+		return e;
+	}
+	umn_cache_put(c, &e->pub);
+	return NULL;
+}
+
+/* Watch, register, check; see the top of this file. */
+static int entry_register(struct umn_cache *c, struct umn_entry *e,
+			  uint64_t start, uint64_t end)
+{
+	void *addr = (void *)(uintptr_t)start;
+	size_t len = end - start;
+	void *handle;
+	int tries, ret;
+
+	for (tries = 0;; tries++) {
+		ret = umn_watch(c->u, addr, len, 0, &e->watch);
+		if (ret)
+			return ret;
+		ret = c->attr.reg(c->attr.arg, addr, len, &handle);
+		if (!ret)
+			stat_add(c, registrations, 1);
+		if (umn_valid(c->u, &e->watch))
+			break;
+		if (!ret) {
+			c->attr.dereg(c->attr.arg, addr, len, handle);
+			stat_add(c, deregistrations, 1);
+		}
+		umn_unwatch(c->u, &e->watch);
+		if (tries == MAX_RETRIES)
+			return -EAGAIN;
+		stat_add(c, retries, 1);
+	}
+	if (ret) {
+		umn_unwatch(c->u, &e->watch);
+		return ret;
+	}
+	e->pub = (struct umn_cache_entry){ addr, len, handle };
+	return 0;
+}
+
+/* c->lock held; e is registered and nobody else knows it. */
+static void entry_insert(struct umn_cache *c, struct umn_entry *e,
+			 struct umn_entry **victims)
+{
+	uint64_t start = (uintptr_t)e->pub.addr, end = start + e->pub.len;
+	struct umn_entry *inner, *next;
+
+	/* Redundant now, if idle; busy ones age out once put. */
+	for (inner = collect_within(c, start, end, pick_any); inner;
+	     inner = next) {
+		next = inner->link;
+		entry_retire_idle(c, inner, victims);
+	}
+	WRITE_ONCE(e->node.start, start);
+	WRITE_ONCE(e->node.end, end);
+	e->referenced = true;
+	store_release(e->state, 1);
+	itree_insert(&c->tree, &e->node);
+	clock_append(c, e);
+	c->nr_entries++;
+	c->nr_bytes += e->pub.len;
+	evict(c, victims);
+}
+
+static int cache_miss(struct umn_cache *c, uint64_t lo, uint64_t hi,
+		      struct umn_entry **ep)
+{
+	uint64_t mask = c->attr.align - 1;
+	uint64_t start = lo & ~mask, end = (hi + mask) & ~mask;
+	struct umn_entry *e, *found, *victims = NULL;
+	int ret;
+
+	if (end < hi)
+		return -EINVAL;
+	pthread_mutex_lock(&c->lock);
+	e = find_locked(c, lo, hi, &victims);
+	if (!e) {
+		stat_add(c, misses, 1);
+		*ep = entry_alloc(c);
+	}
+	pthread_mutex_unlock(&c->lock);
+	destroy_all(c, victims);
+	if (e) {
+		stat_add(c, hits, 1);
+		*ep = e;
+		return 0;
+	}
+	if (!*ep)
+		return -ENOMEM;
+
+	e = *ep;
+	ret = entry_register(c, e, start, end);
+	victims = NULL;
+	pthread_mutex_lock(&c->lock);
+	if (ret) {
+		entry_free(c, e);
+	} else if (c->attr.max_bytes && e->pub.len > c->attr.max_bytes) {
+		/* Served once, destroyed by the put: never cached. */
+		store_release(e->state, ENTRY_RETIRED | 1);
+		stat_add(c, uncached, 1);
+	} else if ((found = find_locked(c, lo, hi, &victims))) {
+		/* Another thread registered it meanwhile: use theirs. */
+		*ep = found;
+		e->link = victims;
+		victims = e;
+	} else if (!umn_valid(c->u, &e->watch)) {
+		/* Changed since the check: serve it once, never cache it. */
+		store_release(e->state, ENTRY_RETIRED | 1);
+	} else {
+		entry_insert(c, e, &victims);
+	}
+	pthread_mutex_unlock(&c->lock);
+	destroy_all(c, victims);
+	return ret;
+}
+
+int umn_cache_get(struct umn_cache *c, const void *addr, size_t len,
+		  struct umn_cache_entry **ep)
+{
+	uint64_t lo = (uintptr_t)addr, hi = lo + len;
+	struct umn_entry *e;
+	int ret;
+
+	if (!len || hi < lo)
+		return -EINVAL;
+	if (umn_changed(c->u)) {
+		ret = umn_cache_drain(c);
+		if (ret < 0)
+			return ret;
+	}
+	e = find_lockless(c, lo, hi);
+	if (!e) {
+		ret = cache_miss(c, lo, hi, &e);
+		if (ret)
+			return ret;
+	}
+	*ep = &e->pub;
+	return 0;
+}
+
+void umn_cache_put(struct umn_cache *c, struct umn_cache_entry *pub)
+{
+	struct umn_entry *e = container_of(pub, struct umn_entry, pub);
+	uint64_t state = __atomic_sub_fetch(&e->state, 1, __ATOMIC_RELEASE);
+	struct umn_entry *victims = NULL;
+
+	if (state == ENTRY_RETIRED) {
+		/* See every user's last access before dereg(). */
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		entry_destroy(c, e);
+	} else if (state == 0 && READ_ONCE(c->over_limit)) {
+		pthread_mutex_lock(&c->lock);
+		evict(c, &victims);
+		pthread_mutex_unlock(&c->lock);
+		destroy_all(c, victims);
+	}
+}
+
+struct drain {
+	struct umn_cache *c;
+	struct umn_entry *victims;
+};
+
+/* Runs under umn.lock, from umn_drain(). */
+static void cache_event(void *arg, const struct umn_event *event)
+{
+	struct drain *d = arg;
+	struct umn_cache *c = d->c;
+	struct umn_entry *e, *next;
+
+	pthread_mutex_lock(&c->lock);
+	switch (event->cause) {
+	case UMN_CAUSE_OVERFLOW:
+		/* Notices were lost, not generations: check them all. */
+		stat_add(c, overflows, 1);
+		for (e = collect_within(c, 0, UINT64_MAX, pick_invalid); e;
+		     e = next) {
+			next = e->link;
+			entry_retire(c, e, &d->victims);
+			stat_add(c, invalidations, 1);
+		}
+		break;
+	case UMN_CAUSE_PRESSURE:
+		release_idle(c, event->value, &d->victims);
+		break;
+	default:
+		if (!event->watch)
+			break;
+		e = container_of(event->watch, struct umn_entry, watch);
+		/* Retired ones and those being registered are not ours. */
+		if (!(READ_ONCE(e->state) & ENTRY_RETIRED)) {
+			entry_retire(c, e, &d->victims);
+			stat_add(c, invalidations, 1);
+		}
+		break;
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+int umn_cache_drain(struct umn_cache *c)
+{
+	struct drain d = { c, NULL };
+	int ret = umn_drain(c->u, cache_event, &d);
+
+	destroy_all(c, d.victims);
+	return ret;
+}
+
+void umn_cache_flush(struct umn_cache *c)
+{
+	struct umn_entry *victims = NULL, *e;
+
+	pthread_mutex_lock(&c->lock);
+	while ((e = c->clock.next) != &c->clock) {
+		entry_retire(c, e, &victims);
+		stat_add(c, released, 1);
+	}
+	WRITE_ONCE(c->over_limit, false);
+	pthread_mutex_unlock(&c->lock);
+	destroy_all(c, victims);
+}
+
+/* c->lock held. */
+static void for_each_entry(struct umn_cache *c,
+			   void (*fn)(struct umn_entry *e, void *arg),
+			   void *arg)
+{
+	struct umn_chunk *chunk;
+	int i;
+
+	for (chunk = c->chunks; chunk; chunk = chunk->next)
+		for (i = 0; i < ENTRIES_PER_CHUNK; i++)
+			fn(&chunk->entries[i], arg);
+}
+
+static void count_entry(struct umn_entry *e, void *arg)
+{
+	struct umn_cache_stats *stats = arg;
+
+	stats->hits += READ_ONCE(e->hits);
+	if (READ_ONCE(e->state) & ENTRY_USERS)
+		stats->in_use++;
+}
+
+void umn_cache_stats(struct umn_cache *c, struct umn_cache_stats *stats)
+{
+	const uint64_t *from = (const uint64_t *)&c->stats;
+	uint64_t *to = (uint64_t *)stats;
+	size_t i;
+
+	_Static_assert(sizeof(*stats) % sizeof(*to) == 0, "all counters");
+	pthread_mutex_lock(&c->lock);
+	for (i = 0; i < sizeof(*stats) / sizeof(*to); i++)
+		to[i] = READ_ONCE(from[i]);
+	stats->entries = c->nr_entries;
+	stats->bytes = c->nr_bytes;
+	stats->in_use = 0;
+	for_each_entry(c, count_entry, stats);
+	pthread_mutex_unlock(&c->lock);
+}
+
+int umn_cache_create(struct umn *u, const struct umn_cache_attr *attr,
+		     struct umn_cache **cp)
+{
+	struct umn_cache *c;
+	int ret;
+
+	if (!attr || !attr->reg || !attr->dereg ||
+	    attr->align & (attr->align - 1))
+		return -EINVAL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->u = u;
+	c->attr = *attr;
+	if (!c->attr.align)
+		c->attr.align = sysconf(_SC_PAGESIZE);
+	pthread_mutex_init(&c->lock, NULL);
+	c->clock.prev = c->clock.next = &c->clock;
+
+	ret = umn__attach_cache(u, c);
+	if (ret) {
+		pthread_mutex_destroy(&c->lock);
+		free(c);
+		return ret;
+	}
+	*cp = c;
+	return 0;
+}
+
+static void check_busy(struct umn_entry *e, void *arg)
+{
+	if (READ_ONCE(e->state) & ENTRY_USERS)
+		*(bool *)arg = true;
+}
+
+int umn_cache_destroy(struct umn_cache *c)
+{
+	struct umn_chunk *chunk;
+	bool busy = false;
+
+	if (!c)
+		return 0;
+	pthread_mutex_lock(&c->lock);
+	for_each_entry(c, check_busy, &busy);
+	pthread_mutex_unlock(&c->lock);
+	if (busy)
+		return -EBUSY;
+
+	umn_cache_flush(c);
+	umn__attach_cache(c->u, NULL);
+	while ((chunk = c->chunks)) {
+		c->chunks = chunk->next;
+		free(chunk);
+	}
+	pthread_mutex_destroy(&c->lock);
+	free(c);
+	return 0;
+}
+
+void umn__cache_fork_prepare(struct umn_cache *c)
+{
+	pthread_mutex_lock(&c->lock);
+}
+
+void umn__cache_fork_parent(struct umn_cache *c)
+{
+	pthread_mutex_unlock(&c->lock);
+}
+
+void umn__cache_fork_child(struct umn_cache *c)
+{
+	pthread_mutex_init(&c->lock, NULL);
+}

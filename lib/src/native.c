@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The native ABI: the kernel writes each watch's generation word and an
+ * event ring in memory we map; we only read, and store the ring's head.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <linux/ummunotify.h>
+
+#include "internal.h"
+
+static int native_watch(struct umn *u, uint64_t start, uint64_t end,
+			unsigned int causes, struct umn_watch *w)
+{
+	struct ummunotify_watch arg = {
+		.start = start,
+		.end = end,
+		.user_cookie = ++u->next_cookie,
+		.causes = causes,
+	};
+
+	if (ioctl(u->fd, UMMUNOTIFY_WATCH, &arg))
+		return -errno;
+	if (arg.slot >= u->nr_slots) {
+		/* Not a slot we mapped: never trust it with a pointer. */
+		ioctl(u->fd, UMMUNOTIFY_UNREGISTER_REGION, &arg.user_cookie);
+		return -EPROTO;
+	}
+	u->slots[arg.slot].watch = w;
+	u->slots[arg.slot].cookie = arg.user_cookie;
+	w->word = &u->gens[arg.slot];
+	w->generation = arg.generation;
+	w->cookie = arg.user_cookie;
+	w->slot = arg.slot;
+	return 0;
+}
+
+/* Assumes UNREGISTER_REGION removes a watch by its cookie. */
+static int native_unwatch(struct umn *u, struct umn_watch *w)
+{
+	int ret = ioctl(u->fd, UMMUNOTIFY_UNREGISTER_REGION, &w->cookie) ?
+		  -errno : 0;
+
+	u->slots[w->slot].watch = NULL;
+	u->slots[w->slot].cookie = 0;
+	return ret;
+}
+
+/*
+ * The kernel keeps the slot and the generation: an invalidation before
+ * the resize still shows, and w->generation must not be refreshed.
+ */
+static int native_resize(struct umn *u, struct umn_watch *w, uint64_t start,
+			 uint64_t end)
+{
+	struct ummunotify_watch arg = {
+		.start = start,
+		.end = end,
+		.user_cookie = w->cookie,
+	};
+
+	return ioctl(u->fd, UMMUNOTIFY_RESIZE, &arg) ? -errno : 0;
+}
+
+/* Translate a ring entry; false if it is for a watch that is gone. */
+static bool native_event(struct umn *u, const struct ummunotify_ring_event *in,
+			 struct umn_event *out)
+{
+	const struct umn_slot *slot;
+
+	*out = (struct umn_event){
+		.start = in->start,
+		.end = in->end,
+		.cause = in->cause,
+	};
+	if (in->cause == UMN_CAUSE_OVERFLOW || in->cause == UMN_CAUSE_PRESSURE) {
+		out->value = in->generation;
+		return true;
+	}
+	if (in->slot >= u->nr_slots)
+		return false;
+	slot = &u->slots[in->slot];
+	if (!slot->watch || slot->cookie != in->user_cookie)
+		return false;
+	out->watch = slot->watch;
+	return true;
+}
+
+/*
+ * Each entry is copied out and the head stored before the callback runs,
+ * so the kernel gets the space back at once; the callback may unwatch,
+ * which is why the slot is looked up only just before it runs.
+ */
+static int native_drain(struct umn *u, umn_event_fn *fn, void *arg)
+{
+	const struct ummunotify_ring_event *ring = u->events;
+	uint32_t mask = READ_ONCE(*u->ring_mask);
+	uint64_t head = READ_ONCE(*u->head);
+	uint64_t tail = load_acquire(*u->tail);
+	struct ummunotify_ring_event in;
+	struct umn_event out;
+	int n = 0;
+
+	while (head != tail) {
+		in = ring[head & mask];
+		store_release(*u->head, ++head);
+		if (native_event(u, &in, &out)) {
+			fn(arg, &out);
+			n++;
+		}
+		if (head == tail)
+			tail = load_acquire(*u->tail);
+	}
+	return n;
+}
+
+const struct umn_ops umn__native_ops = {
+	.watch = native_watch,
+	.unwatch = native_unwatch,
+	.resize = native_resize,
+	.drain = native_drain,
+};
+
+static void *native_map(struct umn *u, size_t len, int prot, off_t offset,
+			bool words)
+{
+	void *addr = mmap(NULL, len, prot, MAP_SHARED, u->fd, offset);
+	int ret;
+
+	if (addr == MAP_FAILED)
+		return NULL;
+	ret = umn__add_map(u, addr, len, prot, words);
+	if (ret) {
+		munmap(addr, len);
+		errno = -ret;
+		return NULL;
+	}
+	return addr;
+}
+
+int umn__native_setup(struct umn *u, unsigned int features)
+{
+	struct ummunotify_params params = {
+		.slots = u->attr.max_watches,
+		.ring_entries = u->attr.ring_entries,
+	};
+	char *shared, *head_page;
+
+	if (ioctl(u->fd, UMMUNOTIFY_SETUP, &params))
+		return -errno;
+	shared = native_map(u, params.mmap_size, PROT_READ, 0, true);
+	if (!shared)
+		return -errno;
+	head_page = native_map(u, sysconf(_SC_PAGESIZE),
+			       PROT_READ | PROT_WRITE, params.head_offset,
+			       false);
+	if (!head_page)
+		return -errno;
+	u->slots = calloc(params.slots, sizeof(*u->slots));
+	if (!u->slots)
+		return -ENOMEM;
+	u->nr_slots = params.slots;
+
+	u->gens = (uint64_t *)(shared + params.off.generations);
+	u->tail = (const uint64_t *)(shared + params.off.tail);
+	u->ring_mask = (const uint32_t *)(shared + params.off.ring_mask);
+	u->events = shared + params.off.events;
+	u->head = (uint64_t *)(head_page + params.off.head);
+	u->features = features;
+	u->ops = &umn__native_ops;
+	WRITE_ONCE(u->fast.produced, u->tail);
+	WRITE_ONCE(u->fast.consumed, u->head);
+	return 0;
+}

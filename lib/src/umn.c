@@ -1,0 +1,418 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Opening, closing and forking; the calls every implementation shares.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <linux/ummunotify.h>
+
+#include "internal.h"
+
+#define UMN_DEVICE	"/dev/ummunotify"
+#define UMN_NATIVE	(UMMUNOTIFY_FEATURE_WATCH | UMMUNOTIFY_FEATURE_RING)
+
+/* The library's names are the kernel's numbers. */
+#define UMN_SAME(name)	((int)UMN_##name == (int)UMMUNOTIFY_##name)
+_Static_assert(UMN_SAME(CAUSE_UNMAP) && UMN_SAME(CAUSE_CLEAR) &&
+	       UMN_SAME(CAUSE_PROTECTION) && UMN_SAME(CAUSE_SOFT_DIRTY) &&
+	       UMN_SAME(CAUSE_MIGRATE) && UMN_SAME(CAUSE_RELEASE) &&
+	       UMN_SAME(CAUSE_OVERFLOW) && UMN_SAME(CAUSE_PRESSURE) &&
+	       UMN_SAME(CAUSES_DEFAULT), "causes");
+_Static_assert(UMN_SAME(FEATURE_WATCH) && UMN_SAME(FEATURE_RING) &&
+	       UMN_SAME(FEATURE_PRESSURE), "features");
+
+/* Causes a watch may ask for: the rest are not about one range. */
+#define UMN_WATCH_CAUSES	((1U << UMN_CAUSE_UNMAP) | \
+				 (1U << UMN_CAUSE_CLEAR) | \
+				 (1U << UMN_CAUSE_PROTECTION) | \
+				 (1U << UMN_CAUSE_SOFT_DIRTY) | \
+				 (1U << UMN_CAUSE_MIGRATE) | \
+				 (1U << UMN_CAUSE_RELEASE))
+
+static pthread_mutex_t umn_list_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct umn *umn_list;
+static pthread_once_t umn_fork_once = PTHREAD_ONCE_INIT;
+
+/*
+ * What a forked child's umn_changed() reads until it reopens the device:
+ * "something changed", so that the next umn_drain() reopens and reports
+ * the loss of every watch.
+ */
+static const uint64_t umn_forked_produced = 1;
+static const uint64_t umn_forked_consumed;
+
+static void umn_init_locks(struct umn *u)
+{
+	pthread_mutexattr_t attr;
+
+	pthread_mutexattr_init(&attr);
+	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&u->lock, &attr);
+	pthread_mutexattr_destroy(&attr);
+	pthread_mutex_init(&u->pull_lock, NULL);
+}
+
+/*
+ * Hold every lock across fork(), so that the child's copy of each handle
+ * and cache is consistent, not caught halfway through a change.
+ */
+static void umn_fork_prepare(void)
+{
+	struct umn *u;
+
+	pthread_mutex_lock(&umn_list_lock);
+	for (u = umn_list; u; u = u->next_open) {
+		pthread_mutex_lock(&u->lock);
+		if (u->cache)
+			umn__cache_fork_prepare(u->cache);
+		pthread_mutex_lock(&u->pull_lock);
+	}
+}
+
+static void umn_fork_parent(void)
+{
+	struct umn *u;
+
+	for (u = umn_list; u; u = u->next_open) {
+		pthread_mutex_unlock(&u->pull_lock);
+		if (u->cache)
+			umn__cache_fork_parent(u->cache);
+		pthread_mutex_unlock(&u->lock);
+	}
+	pthread_mutex_unlock(&umn_list_lock);
+}
+
+/*
+ * The child's watches are the parent's: the device serves only the
+ * address space that opened it, and the pages the parent registered are
+ * not the child's.  Put zeroes where the generation words were, so that
+ * every watch reads invalid (generations are never 0), and let the next
+ * call that takes the lock reopen the device.  The mappings were
+ * MADV_DONTFORK: without this handler (raw clone()) a child faults
+ * instead of trusting its parent's words.
+ */
+static void umn_fork_child(void)
+{
+	struct umn *u;
+	unsigned int i;
+
+	for (u = umn_list; u; u = u->next_open) {
+		/* Recursive mutexes know their owner by thread id: new here. */
+		umn_init_locks(u);
+		if (u->cache)
+			umn__cache_fork_child(u->cache);
+		for (i = 0; i < u->nr_maps; i++)
+			mmap(u->maps[i].addr, u->maps[i].len, u->maps[i].prot,
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+		WRITE_ONCE(u->fast.pull_counter, NULL);
+		WRITE_ONCE(u->fast.produced, &umn_forked_produced);
+		WRITE_ONCE(u->fast.consumed, &umn_forked_consumed);
+		u->forked = true;
+	}
+	pthread_mutex_unlock(&umn_list_lock);
+}
+
+static void umn_register_fork_handlers(void)
+{
+	pthread_atfork(umn_fork_prepare, umn_fork_parent, umn_fork_child);
+}
+
+int umn__add_map(struct umn *u, void *addr, size_t len, int prot, bool words)
+{
+	if (u->nr_maps == UMN_MAX_MAPS)
+		return -ENOMEM;
+	madvise(addr, len, MADV_DONTFORK);
+	u->maps[u->nr_maps++] = (struct umn_map){ addr, len, prot, words };
+	return 0;
+}
+
+/* Open the device and exchange features: the descriptor or -errno. */
+static int umn_open_device(uint32_t *features)
+{
+	int fd = open(UMN_DEVICE, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	int ret;
+
+	if (fd < 0)
+		/* No node, or a node without the module behind it. */
+		return errno == ENOENT || errno == ENODEV || errno == ENXIO ?
+		       -ENODEV : -errno;
+	if (ioctl(fd, UMMUNOTIFY_EXCHANGE_FEATURES, features)) {
+		ret = -errno;
+		close(fd);
+		return ret;
+	}
+	return fd;
+}
+
+static int umn_kernel_setup(struct umn *u)
+{
+	uint32_t features = u->attr.flags & UMN_OPEN_LEGACY ? 0 :
+			    UMN_NATIVE | UMMUNOTIFY_FEATURE_PRESSURE;
+	int fd = umn_open_device(&features);
+
+	if (fd >= 0 && features && (features & UMN_NATIVE) != UMN_NATIVE) {
+		/* Half the native ABI is no use: start again with none. */
+		close(fd);
+		features = 0;
+		fd = umn_open_device(&features);
+	}
+	if (fd < 0)
+		return fd;
+	u->fd = fd;
+	if (features)
+		return umn__native_setup(u, features);
+	u->source = &umn__legacy_source;
+	return umn__emulated_setup(u);
+}
+
+/* Words of a forked parent's file, still read by its watches. */
+static void umn_retire(struct umn *u, const struct umn_map *map)
+{
+	struct umn_map *retired = realloc(u->retired, (u->nr_retired + 1) *
+					  sizeof(*retired));
+
+	/* Out of memory: leak the mapping rather than fault on it. */
+	if (!retired)
+		return;
+	u->retired = retired;
+	u->retired[u->nr_retired++] = *map;
+}
+
+/* Undo u->setup(); keep_words: retire the mappings holding words. */
+static void umn_teardown(struct umn *u, bool keep_words)
+{
+	unsigned int i;
+
+	if (u->ops && u->ops->close)
+		u->ops->close(u);
+	u->ops = NULL;
+	for (i = 0; i < u->nr_maps; i++) {
+		if (keep_words && u->maps[i].words)
+			umn_retire(u, &u->maps[i]);
+		else
+			munmap(u->maps[i].addr, u->maps[i].len);
+	}
+	u->nr_maps = 0;
+	free(u->slots);
+	u->slots = NULL;
+	u->nr_slots = 0;
+	if (u->fd >= 0)
+		close(u->fd);
+	u->fd = -1;
+}
+
+int umn__lock(struct umn *u)
+{
+	int ret;
+
+	pthread_mutex_lock(&u->lock);
+	if (!u->forked)
+		return 0;
+	if (u->ops)
+		umn_teardown(u, true);
+	ret = u->setup(u);
+	if (ret) {
+		pthread_mutex_unlock(&u->lock);
+		return ret;
+	}
+	u->forked = false;
+	u->lost = true;
+	return 0;
+}
+
+void umn__unlock(struct umn *u)
+{
+	pthread_mutex_unlock(&u->lock);
+}
+
+static int umn_open_common(struct umn **up, const struct umn_attr *attr,
+			   const struct umn_source *source, void *priv)
+{
+	struct umn *u;
+	int ret;
+
+	if (attr && (attr->reserved || attr->flags & ~UMN_OPEN_LEGACY ||
+		     (attr->ring_entries & (attr->ring_entries - 1))))
+		return -EINVAL;
+	pthread_once(&umn_fork_once, umn_register_fork_handlers);
+
+	u = calloc(1, sizeof(*u));
+	if (!u)
+		return -ENOMEM;
+	if (attr)
+		u->attr = *attr;
+	u->setup = source ? umn__emulated_setup : umn_kernel_setup;
+	u->source = source;
+	u->source_priv = priv;
+	u->fd = -1;
+	umn_init_locks(u);
+
+	ret = u->setup(u);
+	if (ret) {
+		umn_teardown(u, false);
+		pthread_mutex_destroy(&u->pull_lock);
+		pthread_mutex_destroy(&u->lock);
+		free(u);
+		return ret;
+	}
+
+	pthread_mutex_lock(&umn_list_lock);
+	u->next_open = umn_list;
+	umn_list = u;
+	pthread_mutex_unlock(&umn_list_lock);
+	*up = u;
+	return 0;
+}
+
+int umn_open(struct umn **up, const struct umn_attr *attr)
+{
+	return umn_open_common(up, attr, NULL, NULL);
+}
+
+int umn__open_source(struct umn **up, const struct umn_attr *attr,
+		     const struct umn_source *source, void *priv)
+{
+	return umn_open_common(up, attr, source, priv);
+}
+
+int umn_close(struct umn *u)
+{
+	struct umn **link;
+	unsigned int i;
+
+	if (!u)
+		return 0;
+	pthread_mutex_lock(&u->lock);
+	if (u->cache) {
+		pthread_mutex_unlock(&u->lock);
+		return -EBUSY;
+	}
+	pthread_mutex_unlock(&u->lock);
+
+	pthread_mutex_lock(&umn_list_lock);
+	for (link = &umn_list; *link != u; link = &(*link)->next_open)
+		;
+	*link = u->next_open;
+	pthread_mutex_unlock(&umn_list_lock);
+
+	umn_teardown(u, false);
+	for (i = 0; i < u->nr_retired; i++)
+		munmap(u->retired[i].addr, u->retired[i].len);
+	free(u->retired);
+	pthread_mutex_destroy(&u->pull_lock);
+	pthread_mutex_destroy(&u->lock);
+	free(u);
+	return 0;
+}
+
+/* One cache per handle: it takes every event the handle reports. */
+int umn__attach_cache(struct umn *u, struct umn_cache *c)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&u->lock);
+	if (c && u->cache)
+		ret = -EBUSY;
+	else
+		u->cache = c;
+	pthread_mutex_unlock(&u->lock);
+	return ret;
+}
+
+unsigned int umn_features(struct umn *u)
+{
+	return READ_ONCE(u->features);
+}
+
+int umn_fd(struct umn *u)
+{
+	int ret = umn__lock(u);
+
+	if (ret)
+		return ret;
+	ret = u->fd >= 0 ? u->fd : -EOPNOTSUPP;
+	umn__unlock(u);
+	return ret;
+}
+
+int umn_watch(struct umn *u, const void *addr, size_t len,
+	      unsigned int causes, struct umn_watch *w)
+{
+	uint64_t start = (uintptr_t)addr;
+	int ret;
+
+	if (!len || start + len < start || causes & ~UMN_WATCH_CAUSES)
+		return -EINVAL;
+	/* The kernel always reports RELEASE: say so. */
+	causes = (causes ? causes : UMN_CAUSES_DEFAULT) |
+		 1U << UMN_CAUSE_RELEASE;
+
+	ret = umn__lock(u);
+	if (ret)
+		return ret;
+	ret = u->ops->watch(u, start, start + len, causes, w);
+	umn__unlock(u);
+	return ret;
+}
+
+/* Is w watched on u now?  Not if unwatched, or made before a fork. */
+static bool umn_is_watched(struct umn *u, const struct umn_watch *w)
+{
+	return w->slot < u->nr_slots && u->slots[w->slot].watch == w &&
+	       u->slots[w->slot].cookie == w->cookie;
+}
+
+int umn_unwatch(struct umn *u, struct umn_watch *w)
+{
+	int ret = umn__lock(u);
+
+	if (ret)
+		return ret;
+	ret = umn_is_watched(u, w) ? u->ops->unwatch(u, w) : -ENOENT;
+	umn__unlock(u);
+	return ret;
+}
+
+int umn_resize(struct umn *u, struct umn_watch *w, const void *addr,
+	       size_t len)
+{
+	uint64_t start = (uintptr_t)addr;
+	int ret;
+
+	if (!len || start + len < start)
+		return -EINVAL;
+	ret = umn__lock(u);
+	if (ret)
+		return ret;
+	ret = umn_is_watched(u, w) ? u->ops->resize(u, w, start, start + len) :
+				     -ENOENT;
+	umn__unlock(u);
+	return ret;
+}
+
+int umn_drain(struct umn *u, umn_event_fn *fn, void *arg)
+{
+	int ret = umn__lock(u);
+	int lost = 0;
+
+	if (ret)
+		return ret;
+	if (u->lost) {
+		struct umn_event event = { .cause = UMN_CAUSE_OVERFLOW };
+
+		u->lost = false;
+		fn(arg, &event);
+		lost = 1;
+	}
+	ret = u->ops->drain(u, fn, arg);
+	umn__unlock(u);
+	return ret < 0 ? ret : ret + lost;
+}
+
