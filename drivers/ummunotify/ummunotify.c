@@ -17,6 +17,7 @@
 
 #include <linux/fs.h>
 #include <linux/idr.h>
+#include <linux/list_lru.h>
 #include <linux/miscdevice.h>
 #include <linux/mm.h>
 #include <linux/mmu_notifier.h>
@@ -27,6 +28,7 @@
 #include <linux/rbtree.h>
 #include <linux/sched/mm.h>
 #include <linux/seq_file.h>
+#include <linux/shrinker.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
 #include <linux/uaccess.h>
@@ -42,8 +44,13 @@ static unsigned int max_regions = 1U << 20;
 module_param(max_regions, uint, 0644);
 MODULE_PARM_DESC(max_regions, "Maximum number of regions registered on one open file (default 1048576)");
 
+static unsigned int pressure_interval_ms = 1000;
+module_param(pressure_interval_ms, uint, 0644);
+MODULE_PARM_DESC(pressure_interval_ms, "Minimum interval between two pressure events to one file (default 1000)");
+
 #define UMN_SUPPORTED_FEATURES	(UMMUNOTIFY_FEATURE_WATCH | \
-				 UMMUNOTIFY_FEATURE_RING)
+				 UMMUNOTIFY_FEATURE_RING | \
+				 UMMUNOTIFY_FEATURE_PRESSURE)
 #define UMN_ALL_CAUSES		(BIT(UMMUNOTIFY_CAUSE_UNMAP) | \
 				 BIT(UMMUNOTIFY_CAUSE_CLEAR) | \
 				 BIT(UMMUNOTIFY_CAUSE_PROTECTION) | \
@@ -69,6 +76,8 @@ MODULE_PARM_DESC(max_regions, "Maximum number of regions registered on one open 
  * @cookies:		regions by cookie
  * @slots:		allocator of generation slots
  * @nr_regions:		number of entries in @cookies
+ * @watched_pages:	pages covered by the watches, but for whole-address-
+ *			space ones: what a cache has probably pinned
  * @features:		granted UMMUNOTIFY_FEATURE_* bits
  * @set_up:		UMMUNOTIFY_SETUP has run
  * @used:		a region was registered or read() ran: features and
@@ -85,6 +94,9 @@ MODULE_PARM_DESC(max_regions, "Maximum number of regions registered on one open 
  * @events:		events published (after filtering)
  * @dropped:		ring events dropped, ever
  * @filtered:		invalidations a watch's causes did not ask for
+ * @pressure_node:	in umn_pressure_lru, with FEATURE_PRESSURE
+ * @pressure_pages:	pages reclaim asked for since the last PRESSURE event
+ * @pressure_next:	jiffies before which no PRESSURE event is posted
  * @header_page:	first page of the read-only area: counter, tail...
  * @pages:		the read-only area: @header_page, generations, ring
  * @nr_pages:		number of @pages
@@ -107,6 +119,7 @@ struct umn_file {
 	struct rb_root cookies;
 	struct ida slots;
 	unsigned int nr_regions;
+	unsigned long watched_pages;
 	u32 features;
 	bool set_up;
 	bool used;
@@ -122,6 +135,9 @@ struct umn_file {
 	u64 events;
 	u64 dropped;
 	atomic64_t filtered;
+	struct list_head pressure_node;
+	unsigned long pressure_pages;
+	unsigned long pressure_next;
 
 	struct page *header_page;
 	struct page **pages;
@@ -177,7 +193,15 @@ struct umn_stats {
 static DEFINE_PER_CPU(struct umn_stats, umn_stats);
 static atomic_long_t umn_nr_files;
 static atomic_long_t umn_nr_regions;
+
+/*
+ * Files that asked for pressure events, on the list of their memory
+ * cgroup, so that reclaim in that cgroup asks them (and only them).
+ */
+static struct list_lru umn_pressure_lru;
+static bool umn_pressure_ready;
 static struct kmem_cache *umn_region_cache;
+static struct kmem_cache *umn_file_cache;
 
 /* Before 6.3 (see Kbuild) */
 #ifdef UMN_NEED_VM_FLAGS_MOD
@@ -185,6 +209,21 @@ static inline void vm_flags_mod(struct vm_area_struct *vma,
 				vm_flags_t set, vm_flags_t clear)
 {
 	vma->vm_flags = (vma->vm_flags | set) & ~clear;
+}
+#endif
+
+/* Before 6.8 (see Kbuild) */
+#ifndef UMN_HAVE_LIST_LRU_ADD_OBJ
+static inline bool list_lru_add_obj(struct list_lru *lru,
+				    struct list_head *item)
+{
+	return list_lru_add(lru, item);
+}
+
+static inline bool list_lru_del_obj(struct list_lru *lru,
+				    struct list_head *item)
+{
+	return list_lru_del(lru, item);
 }
 #endif
 
@@ -348,6 +387,13 @@ static bool umn_publish(struct umn_file *file, struct umn_region *region,
 	return umn_ring_post(file, &event);
 }
 
+static void umn_wake(struct umn_file *file)
+{
+	if (wq_has_sleeper(&file->wait))
+		wake_up_interruptible(&file->wait);
+	kill_fasync(&file->fasync, SIGIO, POLL_IN);
+}
+
 /*
  * Runs before the pages go away, possibly where sleeping is not allowed
  * (OOM reaper): a spinlock only, no allocation, no user access.
@@ -382,10 +428,8 @@ static bool umn_invalidate(struct mmu_interval_notifier *notifier,
 	}
 	spin_unlock(&file->lock);
 
-	if (posted && wq_has_sleeper(&file->wait))
-		wake_up_interruptible(&file->wait);
 	if (posted)
-		kill_fasync(&file->fasync, SIGIO, POLL_IN);
+		umn_wake(file);
 	return true;
 }
 
@@ -435,19 +479,23 @@ static bool umn_insert_cookie(struct umn_file *file, struct umn_region *new)
 
 static int umn_exchange_features(struct umn_file *file, u32 __user *argp)
 {
-	u32 wanted;
+	u32 granted;
 	int ret = 0;
 
-	if (get_user(wanted, argp))
+	if (get_user(granted, argp))
 		return -EFAULT;
+	granted &= UMN_SUPPORTED_FEATURES;
+	/* Pressure advisories are ring events. */
+	if (!(granted & UMMUNOTIFY_FEATURE_RING))
+		granted &= ~UMMUNOTIFY_FEATURE_PRESSURE;
 
 	mutex_lock(&file->regions_lock);
 	if (file->used || file->set_up)
 		ret = -EINVAL;
-	else if (put_user(wanted & UMN_SUPPORTED_FEATURES, argp))
+	else if (put_user(granted, argp))
 		ret = -EFAULT;
 	else
-		file->features = wanted & UMN_SUPPORTED_FEATURES;
+		file->features = granted;
 	mutex_unlock(&file->regions_lock);
 	return ret;
 }
@@ -565,6 +613,8 @@ static int umn_setup(struct umn_file *file,
 		*(u32 *)(file->header + UMN_OFF_RING_MASK) = file->ring_mask;
 	}
 	spin_unlock(&file->lock);
+	if (file->features & UMMUNOTIFY_FEATURE_PRESSURE)
+		list_lru_add_obj(&umn_pressure_lru, &file->pressure_node);
 	/* Pairs with umn_mmap(), which cannot take regions_lock. */
 	smp_store_release(&file->set_up, true);
 	mutex_unlock(&file->regions_lock);
@@ -618,6 +668,20 @@ static struct umn_region *umn_alloc_region(struct umn_file *file, u64 cookie,
 	return region;
 }
 
+/* Count @region in (@sign 1) or out (-1) of the file's totals. */
+static void umn_account(struct umn_file *file, struct umn_region *region,
+			int sign)
+{
+	u64 start = umn_region_start(region), end = umn_region_end(region);
+	unsigned long pages = 0;
+
+	if (start || end != TASK_SIZE)
+		pages = (PAGE_ALIGN(end) - (start & PAGE_MASK)) >> PAGE_SHIFT;
+	WRITE_ONCE(file->watched_pages, file->watched_pages + sign * pages);
+	file->nr_regions += sign;
+	atomic_long_add(sign, &umn_nr_regions);
+}
+
 /* The slot reads 0, never a valid generation, until it is reused. */
 static void umn_free_slot(struct umn_file *file, struct umn_region *region)
 {
@@ -663,9 +727,8 @@ static int umn_add(struct umn_file *file, struct umn_region *region,
 					   end - start, &umn_notifier_ops);
 	if (ret)
 		goto out_cookie;
-	file->nr_regions++;
+	umn_account(file, region, 1);
 	file->used = true;
-	atomic_long_inc(&umn_nr_regions);
 	/*
 	 * An invalidation already running when the notifier went in does
 	 * not call it.  Wait for it to finish, so that whatever user space
@@ -693,8 +756,15 @@ static void umn_remove(struct umn_file *file, struct umn_region *region)
 	list_del(&region->report);
 	spin_unlock(&file->lock);
 	umn_free_slot(file, region);
-	atomic_long_dec(&umn_nr_regions);
 	kmem_cache_free(umn_region_cache, region);
+}
+
+/* A watch that was added to the cookie tree, then forgotten. */
+static void umn_forget(struct umn_file *file, struct umn_region *region)
+{
+	rb_erase(&region->cookie_node, &file->cookies);
+	umn_account(file, region, -1);
+	umn_remove(file, region);
 }
 
 static int umn_register(struct umn_file *file,
@@ -758,9 +828,7 @@ static int umn_watch(struct umn_file *file,
 	trace_ummunotify_register(watch.user_cookie, start, end, watch.slot,
 				  ret);
 	if (!ret && copy_to_user(argp, &watch, sizeof(watch))) {
-		rb_erase(&region->cookie_node, &file->cookies);
-		file->nr_regions--;
-		umn_remove(file, region);
+		umn_forget(file, region);
 		ret = -EFAULT;
 	} else if (ret) {
 		kmem_cache_free(umn_region_cache, region);
@@ -813,6 +881,8 @@ static int umn_resize(struct umn_file *file,
 	if (ret)
 		goto out_free;
 	rb_replace_node(&old->cookie_node, &new->cookie_node, &file->cookies);
+	umn_account(file, new, 1);
+	umn_account(file, old, -1);
 	mmu_interval_read_begin(&new->notifier);
 
 	mmu_interval_notifier_remove(&old->notifier);
@@ -853,13 +923,10 @@ static int umn_unregister(struct umn_file *file, u64 __user *argp)
 
 	mutex_lock(&file->regions_lock);
 	region = umn_find(file, cookie);
-	if (region) {
-		rb_erase(&region->cookie_node, &file->cookies);
-		file->nr_regions--;
-		umn_remove(file, region);
-	} else {
+	if (region)
+		umn_forget(file, region);
+	else
 		ret = -EINVAL;
-	}
 	mutex_unlock(&file->regions_lock);
 	trace_ummunotify_unregister(cookie, ret);
 	return ret;
@@ -1122,6 +1189,167 @@ static void umn_show_fdinfo(struct seq_file *m, struct file *filp)
 	spin_unlock(&file->lock);
 }
 
+/*
+ * Memory pressure.  The files of a memory cgroup that asked for pressure
+ * events make one cache whose objects are the pages they watch: reclaim
+ * in that cgroup asks it for a share of them, as it asks every cache, in
+ * proportion to its size and to how hard reclaim is trying.  Nothing here
+ * can free those pages; each file is told, at most once per
+ * pressure_interval_ms, how many bytes reclaim asked of it since the last
+ * time, and only the application knows which registrations to drop.
+ */
+struct umn_pressure_walk {
+	unsigned long watched;	/* pages watched by the cgroup's files */
+	unsigned long asked;	/* pages reclaim asks for */
+};
+
+static enum lru_status umn_pressure_count_one(struct list_head *item,
+					      struct list_lru_one *list,
+					      spinlock_t *lock, void *arg)
+{
+	struct umn_file *file = container_of(item, struct umn_file,
+					     pressure_node);
+	struct umn_pressure_walk *walk = arg;
+
+	walk->watched += READ_ONCE(file->watched_pages);
+	return LRU_SKIP;
+}
+
+static enum lru_status umn_pressure_ask_one(struct list_head *item,
+					    struct list_lru_one *list,
+					    spinlock_t *lock, void *arg)
+{
+	struct umn_file *file = container_of(item, struct umn_file,
+					     pressure_node);
+	unsigned long watched = READ_ONCE(file->watched_pages);
+	struct umn_pressure_walk *walk = arg;
+	struct ummunotify_ring_event event = {
+		.slot = UMMUNOTIFY_NO_SLOT,
+		.cause = UMMUNOTIFY_CAUSE_PRESSURE,
+	};
+	bool posted = false;
+
+	if (!walk->watched)
+		return LRU_SKIP;
+	spin_lock(&file->lock);
+	file->pressure_pages = min(file->pressure_pages +
+				   mult_frac(walk->asked, watched,
+					     walk->watched), watched);
+	if (file->pressure_pages && !file->released &&
+	    time_after_eq(jiffies, file->pressure_next)) {
+		event.generation = (u64)file->pressure_pages << PAGE_SHIFT;
+		posted = umn_ring_post(file, &event);
+	}
+	if (posted) {
+		file->pressure_pages = 0;
+		file->pressure_next = jiffies +
+			msecs_to_jiffies(READ_ONCE(pressure_interval_ms));
+	}
+	spin_unlock(&file->lock);
+	if (posted)
+		umn_wake(file);
+	return LRU_SKIP;
+}
+
+/* Not NUMA aware: the cgroup's files may sit on any node. */
+static void umn_pressure_walk(struct mem_cgroup *memcg, list_lru_walk_cb cb,
+			      struct umn_pressure_walk *walk)
+{
+	unsigned long nr;
+	int nid;
+
+	for_each_node_state(nid, N_NORMAL_MEMORY) {
+		nr = ULONG_MAX;
+		list_lru_walk_one(&umn_pressure_lru, nid, memcg, cb, walk, &nr);
+	}
+}
+
+static unsigned long umn_pressure_count(struct shrinker *shrinker,
+					struct shrink_control *sc)
+{
+	struct umn_pressure_walk walk = {};
+
+	/* Before 6.7 the list can only be set up after registration. */
+	if (!smp_load_acquire(&umn_pressure_ready))
+		return 0;
+	umn_pressure_walk(sc->memcg, umn_pressure_count_one, &walk);
+	return walk.watched;
+}
+
+static unsigned long umn_pressure_scan(struct shrinker *shrinker,
+				       struct shrink_control *sc)
+{
+	struct umn_pressure_walk walk = { .asked = sc->nr_to_scan };
+
+	umn_pressure_walk(sc->memcg, umn_pressure_count_one, &walk);
+	umn_pressure_walk(sc->memcg, umn_pressure_ask_one, &walk);
+	/* Freed nothing, but asked: reclaim need not defer the work. */
+	return 0;
+}
+
+/* 6.7 replaced register_shrinker() with shrinker_alloc() (see Kbuild). */
+#ifdef UMN_HAVE_SHRINKER_ALLOC
+static struct shrinker *umn_shrinker;
+
+static int umn_pressure_init(void)
+{
+	int ret;
+
+	umn_shrinker = shrinker_alloc(SHRINKER_MEMCG_AWARE, "ummunotify");
+	if (!umn_shrinker)
+		return -ENOMEM;
+	umn_shrinker->count_objects = umn_pressure_count;
+	umn_shrinker->scan_objects = umn_pressure_scan;
+	ret = list_lru_init_memcg(&umn_pressure_lru, umn_shrinker);
+	if (ret) {
+		shrinker_free(umn_shrinker);
+		return ret;
+	}
+	/* Pairs with umn_pressure_count(): the list is ready. */
+	smp_store_release(&umn_pressure_ready, true);
+	shrinker_register(umn_shrinker);
+	return 0;
+}
+
+static void umn_pressure_exit(void)
+{
+	shrinker_free(umn_shrinker);
+	list_lru_destroy(&umn_pressure_lru);
+}
+#else
+static struct shrinker umn_shrinker = {
+	.count_objects	= umn_pressure_count,
+	.scan_objects	= umn_pressure_scan,
+	.seeks		= DEFAULT_SEEKS,
+	.flags		= SHRINKER_MEMCG_AWARE,
+};
+
+static int umn_pressure_init(void)
+{
+	int ret;
+
+	ret = register_shrinker(&umn_shrinker, "ummunotify");
+	if (ret)
+		return ret;
+	/* The list takes the shrinker's id, known once it is registered. */
+	ret = list_lru_init_memcg(&umn_pressure_lru, &umn_shrinker);
+	if (ret) {
+		unregister_shrinker(&umn_shrinker);
+		return ret;
+	}
+	/* Pairs with umn_pressure_count(): the list is ready. */
+	smp_store_release(&umn_pressure_ready, true);
+	return 0;
+}
+
+static void umn_pressure_exit(void)
+{
+	unregister_shrinker(&umn_shrinker);
+	list_lru_destroy(&umn_pressure_lru);
+}
+
+#endif
+
 static int umn_open(struct inode *inode, struct file *filp)
 {
 	struct umn_file *file;
@@ -1130,12 +1358,14 @@ static int umn_open(struct inode *inode, struct file *filp)
 	if (!current->mm)
 		return -EINVAL;
 
-	file = kzalloc(sizeof(*file), GFP_KERNEL_ACCOUNT);
+	/* Sets up the cgroup's pressure list, should the file want it. */
+	file = kmem_cache_alloc_lru(umn_file_cache, &umn_pressure_lru,
+				    GFP_KERNEL | __GFP_ZERO);
 	if (!file)
 		return -ENOMEM;
 	file->header_page = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
 	if (!file->header_page) {
-		kfree(file);
+		kmem_cache_free(umn_file_cache, file);
 		return -ENOMEM;
 	}
 	file->pages = &file->header_page;
@@ -1154,6 +1384,7 @@ static int umn_open(struct inode *inode, struct file *filp)
 	ida_init(&file->slots);
 	spin_lock_init(&file->lock);
 	INIT_LIST_HEAD(&file->reports);
+	INIT_LIST_HEAD(&file->pressure_node);
 	init_waitqueue_head(&file->wait);
 	atomic_long_inc(&umn_nr_files);
 
@@ -1172,14 +1403,16 @@ static int umn_release(struct inode *inode, struct file *filp)
 	 */
 	rbtree_postorder_for_each_entry_safe(region, next, &file->cookies,
 					     cookie_node) {
+		umn_account(file, region, -1);
 		umn_remove(file, region);
 		cond_resched();
 	}
+	list_lru_del_obj(&umn_pressure_lru, &file->pressure_node);
 	umn_free_area(file);
 	__free_page(file->header_page);
 	ida_destroy(&file->slots);
 	mmdrop(file->mm);
-	kfree(file);
+	kmem_cache_free(umn_file_cache, file);
 	atomic_long_dec(&umn_nr_files);
 	return 0;
 }
@@ -1269,18 +1502,31 @@ static int __init umn_init(void)
 	int ret;
 
 	umn_region_cache = KMEM_CACHE(umn_region, SLAB_ACCOUNT);
-	if (!umn_region_cache)
-		return -ENOMEM;
-
+	umn_file_cache = KMEM_CACHE(umn_file, SLAB_ACCOUNT);
+	ret = -ENOMEM;
+	if (!umn_region_cache || !umn_file_cache)
+		goto out_cache;
+	ret = umn_pressure_init();
+	if (ret)
+		goto out_cache;
 	ret = misc_register(&umn_misc);
 	if (ret)
-		kmem_cache_destroy(umn_region_cache);
+		goto out_pressure;
+	return 0;
+
+out_pressure:
+	umn_pressure_exit();
+out_cache:
+	kmem_cache_destroy(umn_file_cache);
+	kmem_cache_destroy(umn_region_cache);
 	return ret;
 }
 
 static void __exit umn_exit(void)
 {
 	misc_deregister(&umn_misc);
+	umn_pressure_exit();
+	kmem_cache_destroy(umn_file_cache);
 	kmem_cache_destroy(umn_region_cache);
 }
 

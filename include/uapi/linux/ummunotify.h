@@ -121,7 +121,7 @@ struct ummunotify_ring_event {
 	__u64	start;		/* range changed, clipped to the watch */
 	__u64	end;
 	__u64	user_cookie;
-	/* The slot's new generation; OVERFLOW: events lost. */
+	/* Slot's new generation; OVERFLOW: events lost; PRESSURE: bytes. */
 	__u64	generation;
 	__u32	slot;		/* UMMUNOTIFY_NO_SLOT if none */
 	__u16	cause;		/* UMMUNOTIFY_CAUSE_* */

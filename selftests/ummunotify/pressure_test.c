@@ -1,0 +1,233 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Memory-pressure advisories: a file granted UMMUNOTIFY_FEATURE_PRESSURE
+ * gets a PRESSURE ring event when reclaim in its memory cgroup asks the
+ * module for the pages the file watches; files in other cgroups and files
+ * that did not ask get none.
+ *
+ * Runs as root in a guest: it creates a cgroup v2 group with a memory
+ * limit and has the kernel reclaim in it (memory.reclaim runs the reclaim
+ * a cgroup at its limit runs, without the throttling that makes reaching
+ * the limit take seconds per page under emulation).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <linux/ummunotify.h>
+
+#include "kselftest_harness.h"
+
+#define CGROUP_ROOT	"/sys/fs/cgroup"
+#define CGROUP		CGROUP_ROOT "/ummunotify-pressure"
+#define INTERVAL_PARAM	"/sys/module/ummunotify/parameters/pressure_interval_ms"
+#define WATCHED		(1UL << 30)	/* 1 GiB: reclaim asks for a share */
+
+struct ring {
+	int fd;
+	struct ummunotify_params params;
+	char *area;
+	__u64 *head;
+};
+
+static int write_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = write(fd, text, strlen(text));
+	close(fd);
+	return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+static int read_file(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	return 0;
+}
+
+/*
+ * Open a file with watches and a ring, asking for @features too; returns
+ * the features granted beyond those two.
+ */
+static __u32 ring_open(struct ring *r, __u32 features)
+{
+	const __u32 base = UMMUNOTIFY_FEATURE_WATCH | UMMUNOTIFY_FEATURE_RING;
+	__u32 granted = base | features;
+
+	r->fd = open("/dev/ummunotify", O_RDWR);
+	if (r->fd < 0 ||
+	    ioctl(r->fd, UMMUNOTIFY_EXCHANGE_FEATURES, &granted) ||
+	    ioctl(r->fd, UMMUNOTIFY_SETUP, &r->params))
+		return 0;
+	r->area = mmap(NULL, r->params.mmap_size, PROT_READ, MAP_SHARED,
+		       r->fd, 0);
+	r->head = mmap(NULL, getpagesize(), PROT_READ | PROT_WRITE,
+		       MAP_SHARED, r->fd, r->params.head_offset);
+	if (r->area == MAP_FAILED || r->head == MAP_FAILED ||
+	    (granted & base) != base)
+		return 0;
+	return granted & ~base;
+}
+
+static int ring_watch(struct ring *r, void *addr, size_t len, __u64 cookie)
+{
+	struct ummunotify_watch w = {
+		.start = (unsigned long)addr,
+		.end = (unsigned long)addr + len,
+		.user_cookie = cookie,
+	};
+
+	return ioctl(r->fd, UMMUNOTIFY_WATCH, &w);
+}
+
+/* Consume the ring; return the number of PRESSURE events, their bytes. */
+static int ring_pressure(struct ring *r, __u64 *bytes)
+{
+	__u64 tail = __atomic_load_n((__u64 *)(r->area + r->params.off.tail),
+				     __ATOMIC_ACQUIRE);
+	__u32 mask = r->params.ring_entries - 1;
+	struct ummunotify_ring_event *ev;
+	int n = 0;
+
+	*bytes = 0;
+	for (__u64 pos = *r->head; pos != tail; pos++) {
+		ev = (void *)(r->area + r->params.off.events) +
+		     (pos & mask) * sizeof(*ev);
+		if (ev->cause == UMMUNOTIFY_CAUSE_PRESSURE) {
+			n++;
+			*bytes += ev->generation;
+		}
+	}
+	__atomic_store_n(r->head, tail, __ATOMIC_RELEASE);
+	return n;
+}
+
+FIXTURE(pressure) {
+	char saved_interval[32];
+	struct ring outside;	/* in the parent's cgroup */
+	void *watched;
+};
+
+FIXTURE_SETUP(pressure)
+{
+	char controllers[256];
+	__u32 granted;
+
+	if (access(CGROUP_ROOT "/cgroup.controllers", F_OK))
+		ASSERT_EQ(0, mount("none", CGROUP_ROOT, "cgroup2", 0, NULL));
+	ASSERT_EQ(0, read_file(CGROUP_ROOT "/cgroup.controllers", controllers,
+			       sizeof(controllers)));
+	if (!strstr(controllers, "memory"))
+		SKIP(return, "no memory controller");
+	ASSERT_EQ(0, write_file(CGROUP_ROOT "/cgroup.subtree_control",
+				"+memory"));
+	ASSERT_TRUE(mkdir(CGROUP, 0755) == 0 || errno == EEXIST);
+
+	ASSERT_EQ(0, read_file(INTERVAL_PARAM, self->saved_interval,
+			       sizeof(self->saved_interval)));
+	/* At most one event each while the test runs. */
+	ASSERT_EQ(0, write_file(INTERVAL_PARAM, "600000"));
+
+	self->watched = mmap(NULL, WATCHED, PROT_NONE,
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+			     -1, 0);
+	ASSERT_NE(MAP_FAILED, self->watched);
+	granted = ring_open(&self->outside, UMMUNOTIFY_FEATURE_PRESSURE);
+	ASSERT_EQ(UMMUNOTIFY_FEATURE_PRESSURE, granted);
+	ASSERT_EQ(0, ring_watch(&self->outside, self->watched, WATCHED, 1));
+}
+
+FIXTURE_TEARDOWN(pressure)
+{
+	write_file(INTERVAL_PARAM, self->saved_interval);
+	rmdir(CGROUP);
+}
+
+/*
+ * In a child inside the cgroup: a file with PRESSURE and one without,
+ * both watching 1 GiB; reclaim in the cgroup.  Exit status: 0 if only the
+ * first got a PRESSURE event, and for no more than it watches.
+ */
+static int child_under_pressure(void *watched)
+{
+	struct ring asked = { 0 }, silent = { 0 };
+	__u64 bytes, ignored;
+	char pid[32];
+
+	snprintf(pid, sizeof(pid), "%d", getpid());
+	if (write_file(CGROUP "/cgroup.procs", pid) ||
+	    write_file(CGROUP "/memory.max", "268435456"))
+		return 10;
+	/* Open after moving: a file belongs to its opener's cgroup. */
+	if (ring_open(&asked, UMMUNOTIFY_FEATURE_PRESSURE) !=
+	    UMMUNOTIFY_FEATURE_PRESSURE)
+		return 11;
+	if (ring_open(&silent, 0) != 0 || silent.fd < 0)
+		return 12;
+	if (ring_watch(&asked, watched, WATCHED, 1) ||
+	    ring_watch(&silent, watched, WATCHED, 1))
+		return 13;
+
+	/* EAGAIN: it found too little to free; it asked us all the same. */
+	if (write_file(CGROUP "/memory.reclaim", "64M") && errno != EAGAIN)
+		return 17;
+
+	if (ring_pressure(&asked, &bytes) != 1)
+		return 14;
+	if (bytes == 0 || bytes > WATCHED)
+		return 15;
+	if (ring_pressure(&silent, &ignored) != 0)
+		return 16;
+	return 0;
+}
+
+TEST_F(pressure, reclaim_in_a_cgroup_reaches_only_its_files_that_asked)
+{
+	__u64 bytes;
+	pid_t pid;
+	int status;
+
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid)
+		_exit(child_under_pressure(self->watched));
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	ASSERT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(0, WEXITSTATUS(status));
+	/* The parent's file is in another cgroup: nothing asked of it. */
+	EXPECT_EQ(0, ring_pressure(&self->outside, &bytes));
+}
+
+TEST_F(pressure, is_granted_only_with_the_ring)
+{
+	__u32 features = UMMUNOTIFY_FEATURE_PRESSURE;
+	int fd = open("/dev/ummunotify", O_RDONLY);
+
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, ioctl(fd, UMMUNOTIFY_EXCHANGE_FEATURES, &features));
+	EXPECT_EQ(0U, features);
+	close(fd);
+}
+
+TEST_HARNESS_MAIN
