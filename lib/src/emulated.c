@@ -80,6 +80,16 @@ void umn__report(struct umn *u, uint64_t cookie, uint64_t start,
 		s->cause = UMN_CAUSE_UNKNOWN;
 }
 
+/* pull_lock held.  Requests coalesce: amounts add up, 0 ("all") wins. */
+void umn__report_pressure(struct umn *u, uint64_t bytes)
+{
+	if (u->pressure && (!bytes || !u->pressure_bytes))
+		u->pressure_bytes = 0;
+	else
+		u->pressure_bytes += bytes;
+	u->pressure = true;
+}
+
 /*
  * The source failed to say what changed: assume everything did, and
  * report an overflow so that owners check every watch.
@@ -216,6 +226,18 @@ static int emulated_drain(struct umn *u, umn_event_fn *fn, void *arg)
 			.cause = s->cause,
 		};
 		pending_unlink(u, s);
+		pthread_mutex_unlock(&u->pull_lock);
+		fn(arg, &event);
+		n++;
+		pthread_mutex_lock(&u->pull_lock);
+	}
+	if (u->pressure) {
+		event = (struct umn_event){
+			.cause = UMN_CAUSE_PRESSURE,
+			.value = u->pressure_bytes,
+		};
+		u->pressure = false;
+		u->pressure_bytes = 0;
 		pthread_mutex_unlock(&u->pull_lock);
 		fn(arg, &event);
 		n++;

@@ -80,7 +80,8 @@ struct umn_ops {
  * Where an emulated handle's reports come from.  open() sets u->fd (or
  * -1) and u->counter, a word that moves whenever a report is queued, and
  * adds any mapping it makes with umn__add_map().  pull() hands every
- * queued report to umn__report(), under pull_lock.
+ * queued report to umn__report() or umn__report_pressure(), under
+ * pull_lock; a failure makes every watch read invalid.
  */
 struct umn_source {
 	int (*open)(struct umn *u);
@@ -125,6 +126,8 @@ struct umn {
 	uint32_t free_slot;		/* free list through slots[].next */
 	uint32_t pending_head;		/* oldest pending report */
 	uint32_t pending_tail;
+	bool pressure;			/* a PRESSURE event is pending */
+	uint64_t pressure_bytes;	/* asked for; 0: everything */
 
 	struct umn_map maps[UMN_MAX_MAPS];
 	unsigned int nr_maps;
@@ -149,6 +152,7 @@ int umn__native_setup(struct umn *u, unsigned int features);
 int umn__emulated_setup(struct umn *u);
 void umn__report(struct umn *u, uint64_t cookie, uint64_t start,
 		 uint64_t end, unsigned int cause);
+void umn__report_pressure(struct umn *u, uint64_t bytes);
 int umn__add_map(struct umn *u, void *addr, size_t len, int prot,
 		 bool words);
 void umn__unmap_all(struct umn *u);
