@@ -143,7 +143,7 @@ static struct umn_entry *entry_alloc(struct umn_cache *c)
 /* c->lock held; e is retired and unused. */
 static void entry_free(struct umn_cache *c, struct umn_entry *e)
 {
-	c->stats.hits += __atomic_exchange_n(&e->hits, 0, __ATOMIC_RELAXED);
+	stat_add(c, hits, __atomic_exchange_n(&e->hits, 0, __ATOMIC_RELAXED));
 	e->link = c->free;
 	c->free = e;
 }

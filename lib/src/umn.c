@@ -399,20 +399,18 @@ int umn_resize(struct umn *u, struct umn_watch *w, const void *addr,
 
 int umn_drain(struct umn *u, umn_event_fn *fn, void *arg)
 {
+	struct umn_event lost = { .cause = UMN_CAUSE_OVERFLOW };
 	int ret = umn__lock(u);
-	int lost = 0;
 
 	if (ret)
 		return ret;
-	if (u->lost) {
-		struct umn_event event = { .cause = UMN_CAUSE_OVERFLOW };
-
-		u->lost = false;
-		fn(arg, &event);
-		lost = 1;
-	}
 	ret = u->ops->drain(u, fn, arg);
+	/* Set by a reopen, or by this drain's failure to pull. */
+	if (ret >= 0 && u->lost) {
+		u->lost = false;
+		fn(arg, &lost);
+		ret++;
+	}
 	umn__unlock(u);
-	return ret < 0 ? ret : ret + lost;
+	return ret;
 }
-

@@ -75,6 +75,14 @@ void double_free(struct umn_double *d);
 /* Like an munmap: report every watch overlapping [start, end). */
 unsigned int double_invalidate(struct umn_double *d, uint64_t start,
 			       uint64_t end, unsigned int cause);
+/*
+ * Make change() what an invalidation does to memory: it runs after the
+ * reports are queued, and no watch starts meanwhile, as with the kernel
+ * (a new registration waits for an invalidation in progress).
+ */
+void double_on_change(struct umn_double *d,
+		      void (*change)(uint64_t start, uint64_t end, void *arg),
+		      void *arg);
 void double_pressure(struct umn_double *d, uint64_t bytes);
 /* Make the next pull fail, as if the source lost track. */
 void double_fail_pull(struct umn_double *d);

@@ -33,6 +33,8 @@ struct umn_double {
 	uint64_t pressure;
 	bool pressure_pending;
 	bool fail_pull;
+	void (*change)(uint64_t start, uint64_t end, void *arg);
+	void *change_arg;
 };
 
 static struct umn_double *priv(struct umn *u)
@@ -182,8 +184,19 @@ unsigned int double_invalidate(struct umn_double *d, uint64_t start,
 	}
 	if (hits)
 		double_bump(d);
+	/* The pages change after the reports, before a watch can start. */
+	if (d->change)
+		d->change(start, end, d->change_arg);
 	pthread_mutex_unlock(&d->lock);
 	return hits;
+}
+
+void double_on_change(struct umn_double *d,
+		      void (*change)(uint64_t start, uint64_t end, void *arg),
+		      void *arg)
+{
+	d->change = change;
+	d->change_arg = arg;
 }
 
 void double_pressure(struct umn_double *d, uint64_t bytes)

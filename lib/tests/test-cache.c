@@ -1,0 +1,647 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The registration cache on the test double: behaviours one by one, then
+ * random operation sequences checked against a brute-force model of what
+ * the cache may and must do.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ummunotify.h"
+#include "check.h"
+
+#define PAGE	4096UL
+#define A(n)	((void *)(0x10000000UL + (n) * PAGE))
+#define U(n)	((uint64_t)(uintptr_t)A(n))
+#define MAX_REGS	100000
+#define MAX_HELD	64
+
+/* The model: every registration the cache ever made. */
+struct reg {
+	uint64_t start;
+	uint64_t end;
+	unsigned int users;	/* entries the test holds */
+	bool live;		/* reg() without dereg() yet */
+	bool cached;		/* may be in the cache's tree */
+	bool invalidated;	/* its memory changed since reg() */
+};
+
+static struct reg regs[MAX_REGS];
+static unsigned int nr_regs;
+static struct umn_double *dbl;
+static struct umn *umn;
+static struct umn_cache *cache;
+static size_t max_entries, max_bytes;
+static int fail_reg;			/* next reg() returns this */
+static int race_reg;			/* next reg()s invalidate themselves */
+
+static struct reg *reg_of(const struct umn_cache_entry *e)
+{
+	uintptr_t id = (uintptr_t)e->handle;
+
+	CHECK(id >= 1 && id <= nr_regs);
+	return &regs[id - 1];
+}
+
+/* Like an munmap of [start, end): the source reports, the model notes. */
+static void invalidate(uint64_t start, uint64_t end)
+{
+	unsigned int i;
+
+	for (i = 0; i < nr_regs; i++)
+		if (regs[i].live && regs[i].start < end && start < regs[i].end)
+			regs[i].invalidated = true;
+	double_invalidate(dbl, start, end, UMN_CAUSE_UNMAP);
+}
+
+static int model_reg(void *arg, void *addr, size_t len, void **handle)
+{
+	struct reg *r;
+
+	CHECK(arg == &regs);
+	CHECK((uintptr_t)addr % PAGE == 0 && len % PAGE == 0);
+	if (fail_reg) {
+		int ret = fail_reg;
+
+		fail_reg = 0;
+		return ret;
+	}
+	CHECK(nr_regs < MAX_REGS);
+	r = &regs[nr_regs++];
+	*r = (struct reg){
+		.start = (uintptr_t)addr,
+		.end = (uintptr_t)addr + len,
+		.live = true,
+		.cached = !max_bytes || len <= max_bytes,
+	};
+	*handle = (void *)(uintptr_t)nr_regs;
+	if (race_reg) {
+		/* Another thread unmapped it while it was being pinned. */
+		race_reg--;
+		invalidate(r->start, r->end);
+	}
+	return 0;
+}
+
+static void model_dereg(void *arg, void *addr, size_t len, void *handle)
+{
+	struct umn_cache_entry e = { addr, len, handle };
+	struct reg *r = reg_of(&e);
+
+	CHECK(arg == &regs);
+	CHECK(r->live);
+	CHECK_EQ(r->users, 0);		/* never under a user */
+	CHECK_EQ(r->start, (uintptr_t)addr);
+	CHECK_EQ(r->end - r->start, len);
+	r->live = false;
+}
+
+static void setup(size_t entries, size_t bytes, size_t align)
+{
+	struct umn_cache_attr attr = {
+		.reg = model_reg,
+		.dereg = model_dereg,
+		.arg = &regs,
+		.max_entries = entries,
+		.max_bytes = bytes,
+		.align = align,
+	};
+
+	memset(regs, 0, sizeof(regs[0]) * nr_regs);
+	nr_regs = 0;
+	max_entries = entries;
+	max_bytes = bytes;
+	CHECK_EQ(double_open(&umn, NULL, &dbl), 0);
+	CHECK_EQ(umn_cache_create(umn, &attr, &cache), 0);
+}
+
+static void teardown(void)
+{
+	unsigned int i;
+
+	umn_cache_flush(cache);
+	for (i = 0; i < nr_regs; i++)
+		CHECK(!regs[i].live);
+	CHECK_EQ(umn_cache_destroy(cache), 0);
+	CHECK_EQ(double_watches(dbl), 0);
+	CHECK_EQ(umn_close(umn), 0);
+	double_free(dbl);
+}
+
+static struct umn_cache_entry *get(unsigned int page, unsigned int pages)
+{
+	struct umn_cache_entry *e;
+
+	CHECK_EQ(umn_cache_get(cache, A(page), pages * PAGE, &e), 0);
+	reg_of(e)->users++;
+	return e;
+}
+
+static void put(struct umn_cache_entry *e)
+{
+	reg_of(e)->users--;
+	umn_cache_put(cache, e);
+}
+
+static struct umn_cache_stats stats(void)
+{
+	struct umn_cache_stats s;
+
+	umn_cache_stats(cache, &s);
+	return s;
+}
+
+static void test_second_get_is_a_hit_on_the_aligned_entry(void)
+{
+	struct umn_cache_entry *e1, *e2;
+
+	setup(0, 0, 0);
+	CHECK_EQ(umn_cache_get(cache, (char *)A(3) + 100, 10, &e1), 0);
+	CHECK(e1->addr == A(3) && e1->len == PAGE);
+	reg_of(e1)->users++;
+	CHECK_EQ(umn_cache_get(cache, (char *)A(3) + 200, 300, &e2), 0);
+	CHECK(e2 == e1);
+	reg_of(e2)->users++;
+	CHECK_EQ(stats().hits, 1);
+	CHECK_EQ(stats().misses, 1);
+	CHECK_EQ(stats().in_use, 1);
+	put(e1);
+	put(e2);
+	CHECK_EQ(stats().in_use, 0);
+	CHECK_EQ(stats().entries, 1);
+	CHECK_EQ(stats().bytes, PAGE);
+	teardown();
+}
+
+static void test_eviction_prefers_the_least_recently_used(void)
+{
+	struct umn_cache_entry *a, *b, *c, *d;
+
+	setup(2, 0, 0);
+	a = get(0, 1);
+	put(a);
+	b = get(1, 1);
+	put(b);
+	c = get(2, 1);
+	put(c);
+	CHECK(!reg_of(a)->live);		/* oldest */
+	CHECK(reg_of(b)->live && reg_of(c)->live);
+
+	put(get(1, 1));				/* b used again */
+	d = get(3, 1);
+	put(d);
+	CHECK(!reg_of(c)->live);
+	CHECK(reg_of(b)->live && reg_of(d)->live);
+	CHECK_EQ(stats().evictions, 2);
+	teardown();
+}
+
+static void test_entries_in_use_are_never_evicted(void)
+{
+	struct umn_cache_entry *a, *b;
+
+	setup(1, 0, 0);
+	a = get(0, 1);
+	b = get(1, 1);
+	CHECK(reg_of(a)->live && reg_of(b)->live);
+	CHECK_EQ(stats().entries, 2);
+	put(a);					/* over the limit: goes now */
+	CHECK(!reg_of(a)->live);
+	CHECK_EQ(stats().entries, 1);
+	put(b);
+	CHECK(reg_of(b)->live);
+	teardown();
+}
+
+static void test_byte_limit_and_oversize_requests(void)
+{
+	struct umn_cache_entry *big, *a, *b;
+
+	setup(0, 3 * PAGE, 0);
+	big = get(0, 4);
+	CHECK_EQ(stats().uncached, 1);
+	CHECK_EQ(stats().entries, 0);
+	put(big);
+	CHECK(!reg_of(big)->live);
+
+	a = get(10, 2);
+	put(a);
+	b = get(20, 2);
+	put(b);
+	CHECK(!reg_of(a)->live && reg_of(b)->live);
+	CHECK_EQ(stats().bytes, 2 * PAGE);
+	teardown();
+}
+
+static void test_invalidated_entries_go_at_once_or_at_put(void)
+{
+	struct umn_cache_entry *idle, *held, *again;
+
+	setup(0, 0, 0);
+	idle = get(0, 1);
+	put(idle);
+	held = get(5, 1);
+	invalidate(U(0), U(6));
+	CHECK_EQ(umn_cache_drain(cache), 2);
+	CHECK(!reg_of(idle)->live);
+	CHECK(reg_of(held)->live);
+	CHECK_EQ(stats().invalidations, 2);
+
+	again = get(5, 1);			/* not the stale one */
+	CHECK(again != held);
+	put(held);
+	CHECK(!reg_of(held)->live);
+	put(again);
+	teardown();
+}
+
+static void test_a_lookup_notices_a_change_without_a_drain(void)
+{
+	struct umn_cache_entry *e;
+	struct reg *old;
+
+	setup(0, 0, 0);
+	e = get(0, 2);
+	old = reg_of(e);
+	put(e);
+	invalidate(U(1), U(2));
+	e = get(0, 1);
+	CHECK(reg_of(e) != old);
+	CHECK(!old->live);
+	put(e);
+	teardown();
+}
+
+static void test_a_change_during_registration_is_retried(void)
+{
+	struct umn_cache_entry *e;
+
+	setup(0, 0, 0);
+	race_reg = 1;
+	e = get(0, 1);
+	CHECK(!reg_of(e)->invalidated);
+	CHECK_EQ(nr_regs, 2);
+	CHECK(!regs[0].live);
+	CHECK_EQ(stats().retries, 1);
+	put(e);
+
+	race_reg = 1000;			/* never settles */
+	CHECK_EQ(umn_cache_get(cache, A(8), PAGE, &e), -EAGAIN);
+	race_reg = 0;
+	CHECK_EQ(double_watches(dbl), 1);
+	teardown();
+}
+
+static void test_a_failed_registration_leaves_nothing(void)
+{
+	struct umn_cache_entry *e;
+
+	setup(0, 0, 0);
+	fail_reg = -EFAULT;
+	CHECK_EQ(umn_cache_get(cache, A(0), PAGE, &e), -EFAULT);
+	CHECK_EQ(double_watches(dbl), 0);
+	CHECK_EQ(stats().entries, 0);
+	CHECK_EQ(umn_cache_get(cache, A(0), 0, &e), -EINVAL);
+	teardown();
+}
+
+static void test_a_larger_entry_replaces_idle_ones_it_contains(void)
+{
+	struct umn_cache_entry *small, *busy, *large;
+
+	setup(0, 0, 0);
+	small = get(1, 1);
+	put(small);
+	busy = get(2, 1);
+	large = get(0, 4);
+	CHECK(!reg_of(small)->live);
+	CHECK(reg_of(busy)->live);
+	put(busy);
+	put(large);
+	CHECK_EQ(stats().entries, 2);
+	teardown();
+}
+
+static void test_pressure_releases_idle_entries_oldest_first(void)
+{
+	struct umn_cache_entry *e[4];
+	int i;
+
+	setup(0, 0, 0);
+	for (i = 0; i < 4; i++)
+		e[i] = get(i, 1);
+	for (i = 1; i < 4; i++)
+		put(e[i]);
+	double_pressure(dbl, 2 * PAGE);
+	umn_cache_drain(cache);
+	CHECK(reg_of(e[0])->live);
+	CHECK(!reg_of(e[1])->live && !reg_of(e[2])->live);
+	CHECK(reg_of(e[3])->live);
+	double_pressure(dbl, 0);
+	umn_cache_drain(cache);
+	CHECK(!reg_of(e[3])->live && reg_of(e[0])->live);
+	CHECK_EQ(stats().released, 3);
+	put(e[0]);
+	teardown();
+}
+
+static void test_overflow_rescans_every_entry(void)
+{
+	struct umn_cache_entry *e;
+
+	setup(0, 0, 0);
+	put(get(0, 1));
+	e = get(3, 1);
+	double_fail_pull(dbl);
+	CHECK_EQ(umn_cache_drain(cache), 1);
+	CHECK_EQ(stats().overflows, 1);
+	CHECK_EQ(stats().entries, 0);
+	CHECK_EQ(stats().deregistrations, 1);
+	put(e);
+	CHECK_EQ(stats().deregistrations, 2);
+	teardown();
+}
+
+static void test_destroy_and_close_refuse_while_busy(void)
+{
+	struct umn_cache_entry *e;
+
+	setup(0, 0, 0);
+	e = get(0, 1);
+	CHECK_EQ(umn_cache_destroy(cache), -EBUSY);
+	CHECK_EQ(umn_close(umn), -EBUSY);
+	put(e);
+	teardown();
+}
+
+static void test_forked_child_registers_afresh(void)
+{
+	struct umn_cache_entry *e;
+	int status;
+	pid_t pid;
+
+	setup(0, 0, 0);
+	put(get(0, 1));
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		e = get(0, 1);
+		CHECK_EQ(nr_regs, 2);
+		CHECK(!regs[0].live);		/* the parent's, dropped */
+		put(e);
+		teardown();
+		_exit(0);
+	}
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	e = get(0, 1);
+	CHECK_EQ(nr_regs, 1);
+	put(e);
+	teardown();
+}
+
+/* ---- random operation sequences against the model ---- */
+
+#define SPACE_PAGES	48
+
+static struct umn_cache_entry *held[MAX_HELD];
+static unsigned int nr_held;
+static uint64_t model_hits, model_misses;
+
+static bool in_cache(const struct reg *r)
+{
+	return r->live && r->cached && !r->invalidated;
+}
+
+/* Over a limit only while every cached entry is in use. */
+static void check_limits(void)
+{
+	uint64_t count = 0, bytes = 0;
+	bool idle = false;
+	unsigned int i;
+
+	for (i = 0; i < nr_regs; i++) {
+		if (!in_cache(&regs[i]))
+			continue;
+		count++;
+		bytes += regs[i].end - regs[i].start;
+		idle |= !regs[i].users;
+	}
+	if ((max_entries && count > max_entries) ||
+	    (max_bytes && bytes > max_bytes))
+		CHECK(!idle);
+}
+
+/* After a drain the cache holds exactly the model's cached set. */
+static void check_drained(void)
+{
+	struct umn_cache_stats s = stats();
+	uint64_t count = 0, bytes = 0, users = 0;
+	unsigned int i;
+
+	for (i = 0; i < nr_regs; i++) {
+		if (regs[i].invalidated && !regs[i].users)
+			CHECK(!regs[i].live);
+		users += regs[i].users > 0;
+		if (!in_cache(&regs[i]))
+			continue;
+		count++;
+		bytes += regs[i].end - regs[i].start;
+	}
+	CHECK_EQ(s.entries, count);
+	CHECK_EQ(s.bytes, bytes);
+	CHECK_EQ(s.in_use, users);
+	CHECK_EQ(s.hits, model_hits);
+	CHECK_EQ(s.misses, model_misses);
+}
+
+static void op_get(size_t align)
+{
+	uint64_t lo = U(rnd_below(SPACE_PAGES)) + rnd_below(PAGE);
+	uint64_t len = rnd_below(4) ? 1 + rnd_below(2 * PAGE) :
+				      1 + rnd_below(12 * PAGE);
+	uint64_t hi = lo + len, start = lo & ~(align - 1);
+	uint64_t end = (hi + align - 1) & ~(align - 1);
+	unsigned int before = nr_regs, i;
+	struct umn_cache_entry *e;
+	bool expect_hit = false;
+	int ret, injected;
+	struct reg *r;
+
+	if (nr_held == MAX_HELD)
+		return;
+	for (i = 0; i < nr_regs; i++)
+		expect_hit |= in_cache(&regs[i]) && regs[i].start <= lo &&
+			      hi <= regs[i].end;
+	if (!rnd_below(20))
+		fail_reg = -EFAULT;
+	else if (!rnd_below(20))
+		race_reg = 1;
+
+	injected = fail_reg;
+	ret = umn_cache_get(cache, (void *)(uintptr_t)lo, len, &e);
+	if (expect_hit) {
+		model_hits++;
+		fail_reg = race_reg = 0;
+		CHECK_EQ(ret, 0);
+		CHECK_EQ(nr_regs, before);
+	} else {
+		model_misses++;
+		if (injected) {
+			CHECK_EQ(fail_reg, 0);
+			CHECK_EQ(ret, injected);
+			return;
+		}
+		CHECK_EQ(ret, 0);
+		CHECK(nr_regs > before);
+		CHECK_EQ(reg_of(e) - regs, nr_regs - 1);
+		CHECK_EQ(reg_of(e)->start, start);
+		CHECK_EQ(reg_of(e)->end, end);
+		race_reg = 0;
+	}
+	r = reg_of(e);
+	CHECK(r->live && !r->invalidated);
+	CHECK(r->start <= lo && hi <= r->end);
+	CHECK((uintptr_t)e->addr == r->start && e->len == r->end - r->start);
+	r->users++;
+	held[nr_held++] = e;
+
+	/* A new entry replaced the idle ones it contains. */
+	if (!expect_hit && r->cached)
+		for (i = 0; i < before; i++)
+			if (in_cache(&regs[i]) && !regs[i].users &&
+			    r->start <= regs[i].start && regs[i].end <= r->end)
+				CHECK(false);
+}
+
+static void op_put(void)
+{
+	unsigned int i = rnd_below(nr_held);
+	struct reg *r = reg_of(held[i]);
+
+	put(held[i]);
+	held[i] = held[--nr_held];
+	if (!r->cached && !r->users)
+		CHECK(!r->live);		/* oversize, or flushed */
+}
+
+static void op_invalidate(void)
+{
+	uint64_t start = U(rnd_below(SPACE_PAGES)) + rnd_below(PAGE);
+
+	invalidate(start, start + 1 + rnd_below(3 * PAGE));
+}
+
+static void op_flush(void)
+{
+	unsigned int i;
+
+	umn_cache_flush(cache);
+	for (i = 0; i < nr_regs; i++) {
+		regs[i].cached = false;
+		if (!regs[i].users)
+			CHECK(!regs[i].live);
+	}
+}
+
+static void op_pressure(void)
+{
+	uint64_t want = rnd_below(3) ? rnd_below(8) * PAGE : 0;
+	uint64_t idle_before = 0, freed = 0, idle_after = 0;
+	bool was_live[MAX_REGS / 100];
+	unsigned int i, n = nr_regs < MAX_REGS / 100 ? nr_regs : 0;
+
+	if (!n)
+		return;
+	for (i = 0; i < n; i++) {
+		was_live[i] = regs[i].live;
+		if (in_cache(&regs[i]) && !regs[i].users)
+			idle_before += regs[i].end - regs[i].start;
+	}
+	double_pressure(dbl, want);
+	umn_cache_drain(cache);
+	for (i = 0; i < n; i++) {
+		if (was_live[i] && !regs[i].live && !regs[i].invalidated)
+			freed += regs[i].end - regs[i].start;
+		if (in_cache(&regs[i]) && !regs[i].users)
+			idle_after += regs[i].end - regs[i].start;
+	}
+	if (!want)
+		CHECK_EQ(idle_after, 0);
+	else
+		CHECK(freed >= want || idle_after == 0);
+	CHECK(freed <= idle_before);
+}
+
+static void op_overflow(void)
+{
+	unsigned int i;
+
+	for (i = 0; i < nr_regs; i++)
+		if (regs[i].live)
+			regs[i].invalidated = true;
+	double_fail_pull(dbl);
+}
+
+static void property_run(unsigned int ops)
+{
+	size_t align = rnd_below(4) ? PAGE : 4 * PAGE;
+	unsigned int op, roll;
+
+	setup(rnd_below(3) ? rnd_below(12) : 0,
+	      rnd_below(3) ? rnd_below(24) * PAGE : 0, align);
+	nr_held = 0;
+	model_hits = model_misses = 0;
+	for (op = 0; op < ops; op++) {
+		roll = rnd_below(100);
+		if (roll < 45)
+			op_get(align);
+		else if (roll < 80 && nr_held)
+			op_put();
+		else if (roll < 90)
+			op_invalidate();
+		else if (roll < 95) {
+			umn_cache_drain(cache);
+			check_drained();
+		} else if (roll < 97)
+			op_pressure();
+		else if (roll < 99)
+			op_overflow();
+		else
+			op_flush();
+		check_limits();
+	}
+	while (nr_held)
+		op_put();
+	umn_cache_drain(cache);
+	check_drained();
+	teardown();
+}
+
+int main(int argc, char **argv)
+{
+	unsigned int runs = argc > 1 ? atoi(argv[1]) : 300, i;
+
+	test_second_get_is_a_hit_on_the_aligned_entry();
+	test_eviction_prefers_the_least_recently_used();
+	test_entries_in_use_are_never_evicted();
+	test_byte_limit_and_oversize_requests();
+	test_invalidated_entries_go_at_once_or_at_put();
+	test_a_lookup_notices_a_change_without_a_drain();
+	test_a_change_during_registration_is_retried();
+	test_a_failed_registration_leaves_nothing();
+	test_a_larger_entry_replaces_idle_ones_it_contains();
+	test_pressure_releases_idle_entries_oldest_first();
+	test_overflow_rescans_every_entry();
+	test_destroy_and_close_refuse_while_busy();
+	test_forked_child_registers_afresh();
+
+	seed_rng("test-cache");
+	for (i = 0; i < runs; i++)
+		property_run(1000 + rnd_below(2000));
+	printf("test-cache: ok (%u random runs)\n", runs);
+	return 0;
+}

@@ -1,0 +1,181 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * The cache under concurrency: threads get and put while another one
+ * "unmaps" (the pages change version and the source reports it) and
+ * another drains, flushes and asks for memory back.  Checked on every
+ * get: the entry covers the request and its registration is no older
+ * than the memory was when the get started; on every dereg(): nobody
+ * uses it (and under ASan, nobody touches it afterwards).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "ummunotify.h"
+#include "check.h"
+
+#define PAGE		4096UL
+#define PAGES		64
+#define BASE		0x10000000UL
+#define GETTERS		3
+#define GETS		200000
+
+struct treg {
+	uint64_t start;
+	uint64_t end;
+	unsigned int users;
+	uint64_t version[];	/* of each page when registered */
+};
+
+static uint64_t version[PAGES];
+static uint64_t regs, deregs;
+static struct umn_double *dbl;
+static struct umn_cache *cache;
+static bool stop;
+
+static unsigned int page_of(uint64_t addr)
+{
+	return (addr - BASE) / PAGE;
+}
+
+static void change(uint64_t start, uint64_t end, void *arg)
+{
+	unsigned int p;
+
+	(void)arg;
+	for (p = page_of(start); p <= page_of(end - 1) && p < PAGES; p++)
+		__atomic_fetch_add(&version[p], 1, __ATOMIC_RELEASE);
+}
+
+static int treg_reg(void *arg, void *addr, size_t len, void **handle)
+{
+	uint64_t start = (uintptr_t)addr;
+	unsigned int p, n = len / PAGE;
+	struct treg *r = malloc(sizeof(*r) + n * sizeof(r->version[0]));
+
+	(void)arg;
+	CHECK(r);
+	r->start = start;
+	r->end = start + len;
+	r->users = 0;
+	for (p = 0; p < n; p++)
+		r->version[p] = __atomic_load_n(&version[page_of(start) + p],
+						__ATOMIC_ACQUIRE);
+	__atomic_fetch_add(&regs, 1, __ATOMIC_RELAXED);
+	*handle = r;
+	return 0;
+}
+
+static void treg_dereg(void *arg, void *addr, size_t len, void *handle)
+{
+	struct treg *r = handle;
+
+	(void)arg;
+	CHECK_EQ(__atomic_load_n(&r->users, __ATOMIC_ACQUIRE), 0);
+	CHECK_EQ(r->start, (uintptr_t)addr);
+	CHECK_EQ(r->end - r->start, len);
+	__atomic_fetch_add(&deregs, 1, __ATOMIC_RELAXED);
+	free(r);
+}
+
+static void *getter(void *arg)
+{
+	uint64_t seed = (uintptr_t)arg, before[4];
+	struct umn_cache_entry *e;
+	unsigned int i, p, first, pages;
+	struct treg *r;
+	uint64_t lo, hi;
+
+	for (i = 0; i < GETS; i++) {
+		seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+		first = (seed >> 33) % (PAGES - 4);
+		pages = 1 + (seed >> 20) % 3;
+		lo = BASE + first * PAGE + (seed >> 8) % 512;
+		hi = BASE + (first + pages) * PAGE - (seed >> 12) % 512;
+		for (p = 0; p <= pages; p++)
+			before[p] = __atomic_load_n(&version[first + p],
+						    __ATOMIC_ACQUIRE);
+		CHECK_EQ(umn_cache_get(cache, (void *)(uintptr_t)lo, hi - lo,
+				       &e), 0);
+		r = e->handle;
+		__atomic_fetch_add(&r->users, 1, __ATOMIC_ACQUIRE);
+		CHECK(r->start <= lo && hi <= r->end);
+		/* Changed before the get began: must not be served. */
+		for (p = page_of(lo); p <= page_of(hi - 1); p++)
+			CHECK(r->version[p - page_of(r->start)] >=
+			      before[p - first]);
+		__atomic_fetch_sub(&r->users, 1, __ATOMIC_RELEASE);
+		umn_cache_put(cache, e);
+	}
+	return NULL;
+}
+
+static void *unmapper(void *arg)
+{
+	uint64_t seed = (uintptr_t)arg, start;
+
+	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
+		seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+		start = BASE + ((seed >> 33) % PAGES) * PAGE;
+		double_invalidate(dbl, start, start + PAGE * (1 + seed % 2),
+				  UMN_CAUSE_UNMAP);
+	}
+	return NULL;
+}
+
+static void *drainer(void *arg)
+{
+	unsigned int n = 0;
+
+	(void)arg;
+	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
+		umn_cache_drain(cache);
+		if (++n % 1000 == 0)
+			umn_cache_flush(cache);
+		else if (n % 300 == 0)
+			double_pressure(dbl, 4 * PAGE);
+	}
+	return NULL;
+}
+
+int main(void)
+{
+	struct umn_cache_attr attr = {
+		.reg = treg_reg,
+		.dereg = treg_dereg,
+		.max_entries = 16,
+	};
+	pthread_t getters[GETTERS], other[2];
+	struct umn_cache_stats s;
+	uint64_t seed = seed_rng("test-stress");
+	struct umn *u;
+	int i;
+
+	CHECK_EQ(double_open(&u, NULL, &dbl), 0);
+	double_on_change(dbl, change, NULL);
+	CHECK_EQ(umn_cache_create(u, &attr, &cache), 0);
+	for (i = 0; i < GETTERS; i++)
+		pthread_create(&getters[i], NULL, getter,
+			       (void *)(uintptr_t)(seed + i));
+	pthread_create(&other[0], NULL, unmapper, (void *)(uintptr_t)~seed);
+	pthread_create(&other[1], NULL, drainer, NULL);
+	for (i = 0; i < GETTERS; i++)
+		pthread_join(getters[i], NULL);
+	__atomic_store_n(&stop, true, __ATOMIC_RELAXED);
+	pthread_join(other[0], NULL);
+	pthread_join(other[1], NULL);
+
+	umn_cache_stats(cache, &s);
+	CHECK_EQ(s.in_use, 0);
+	CHECK_EQ(s.hits + s.misses, GETTERS * GETS);
+	printf("test-stress: %" PRIu64 " hits, %" PRIu64 " misses, %" PRIu64
+	       " invalidations, %" PRIu64 " evictions, %" PRIu64 " retries\n",
+	       s.hits, s.misses, s.invalidations, s.evictions, s.retries);
+	CHECK_EQ(umn_cache_destroy(cache), 0);
+	CHECK_EQ(regs, deregs);
+	CHECK_EQ(double_watches(dbl), 0);
+	CHECK_EQ(umn_close(u), 0);
+	double_free(dbl);
+	printf("test-stress: ok\n");
+	return 0;
+}
