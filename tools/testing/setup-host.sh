@@ -34,7 +34,7 @@ bpo_headers=$(bpo_dep linux-headers-amd64)
 	{ echo "setup-host: no kernel in bookworm-backports" >&2; exit 1; }
 
 apt-get install -y -qq --no-install-recommends \
-	build-essential bc bison flex libelf-dev libssl-dev cpio kmod xz-utils \
+	build-essential bc bison flex libelf-dev libssl-dev cpio kmod xz-utils zstd \
 	qemu-system-x86 busybox-static \
 	linux-image-amd64 linux-headers-amd64 linux-source-6.1 \
 	sparse coccinelle pkg-config \
