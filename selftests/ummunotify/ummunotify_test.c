@@ -370,6 +370,14 @@ static int recv_fd(int sock)
 	return fd;
 }
 
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
 /* munmap() from another thread after DELAY_US, to wake up a waiter. */
 struct munmap_later {
 	pthread_t thread;
@@ -1924,6 +1932,72 @@ TEST_F(ummunotify, a_munmap_is_seen_by_other_threads_once_it_returns)
 	ASSERT_EQ(0, pthread_join(u.thread, NULL));
 }
 
+/*
+ * Invalidations by different threads that overlap in time must each move
+ * the counter: each thread compares it with the value it read just before.
+ * Back-to-back madvise() calls keep both threads inside invalidations most
+ * of the time, so that they overlap often.
+ */
+#define OVERLAP_PAGES	64
+#define OVERLAP_SECONDS	1
+
+struct invalidator {
+	pthread_t thread;
+	const struct ufile *f;
+	struct buf b;
+	double deadline;
+	unsigned long rounds;
+	unsigned long missed;	/* rounds that left the counter alone */
+	int error;
+};
+
+static void *invalidate_until_deadline(void *arg)
+{
+	struct invalidator *t = arg;
+	size_t len = t->b.pages * page_size;
+
+	while (now() < t->deadline) {
+		__u64 before = counter(t->f);
+
+		if (madvise(t->b.p, len, MADV_DONTNEED)) {
+			t->error = errno;
+			break;
+		}
+		if (counter(t->f) == before)
+			t->missed++;
+		t->rounds++;
+	}
+	return NULL;
+}
+
+TEST_F(ummunotify, overlapping_invalidations_each_move_the_counter)
+{
+	struct invalidator t[2] = { 0 };
+	double deadline = now() + OVERLAP_SECONDS;
+
+	for (int i = 0; i < 2; i++) {
+		t[i].f = &self->f;
+		t[i].deadline = deadline;
+		ASSERT_EQ(0, map_buf(&t[i].b, OVERLAP_PAGES));
+		ASSERT_EQ(0, register_region(self->f.fd, t[i].b.p,
+					     page_of(&t[i].b, OVERLAP_PAGES),
+					     i + 1));
+	}
+	for (int i = 0; i < 2; i++)
+		ASSERT_EQ(0, pthread_create(&t[i].thread, NULL,
+					    invalidate_until_deadline, &t[i]));
+	for (int i = 0; i < 2; i++)
+		ASSERT_EQ(0, pthread_join(t[i].thread, NULL));
+	for (int i = 0; i < 2; i++) {
+		ASSERT_EQ(0, t[i].error)
+			TH_LOG("madvise: %s", strerror(t[i].error));
+		ASSERT_LT(0UL, t[i].rounds);
+		ASSERT_EQ(0UL, t[i].missed)
+			TH_LOG("thread %d: %lu of %lu left the counter alone",
+			       i, t[i].missed, t[i].rounds);
+	}
+}
+
 #define MANY_REGIONS	100000
 /* A 2 MiB aligned span of the regions: unmapping it splits no huge page. */
 #define MANY_HIT_FIRST	49152
@@ -2057,14 +2131,6 @@ static unsigned int stress_seconds(void)
 	const char *s = getenv(STRESS_ENV);
 
 	return s && atoi(s) > 0 ? atoi(s) : STRESS_DEFAULT_SECONDS;
-}
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 /* Records the first failure and stops everyone. */
