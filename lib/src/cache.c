@@ -54,9 +54,13 @@
 #define ENTRIES_PER_CHUNK	64
 #define MAX_RETRIES		16
 
+/*
+ * The node first, in a cache line of its own: a search touches one line
+ * per level, and only the entry it finds beyond that.
+ */
 struct umn_entry {
+	_Alignas(64) struct itree_node node;	/* in c->tree unless retired */
 	struct umn_cache_entry pub;	/* what the caller sees */
-	struct itree_node node;		/* in c->tree unless retired */
 	struct umn_watch watch;
 	uint64_t state;			/* users | ENTRY_RETIRED */
 	uint64_t hits;			/* lockless hits, folded into stats */

@@ -30,6 +30,12 @@ struct umn_double {
 	struct reg *regs;
 	unsigned int nr_regs;
 	unsigned int cap;
+	/*
+	 * Index in regs by the cookie's low 32 bits, which emulated.c makes
+	 * the slot: removal in O(1), for benchmarks with a million watches.
+	 */
+	unsigned int *where;
+	unsigned int where_cap;
 	uint64_t pressure;
 	bool pressure_pending;
 	bool fail_pull;
@@ -62,6 +68,9 @@ static int double_add(struct umn *u, uint64_t cookie, uint64_t start,
 	struct reg *regs;
 	int ret = 0;
 
+	uint32_t slot = (uint32_t)cookie;
+	unsigned int *where;
+
 	pthread_mutex_lock(&d->lock);
 	if (d->nr_regs == d->cap) {
 		regs = realloc(d->regs, (d->cap * 2 + 16) * sizeof(*regs));
@@ -72,6 +81,16 @@ static int double_add(struct umn *u, uint64_t cookie, uint64_t start,
 		d->regs = regs;
 		d->cap = d->cap * 2 + 16;
 	}
+	if (slot >= d->where_cap) {
+		where = realloc(d->where, (slot * 2 + 16) * sizeof(*where));
+		if (!where) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		d->where = where;
+		d->where_cap = slot * 2 + 16;
+	}
+	d->where[slot] = d->nr_regs;
 	d->regs[d->nr_regs++] = (struct reg){ .cookie = cookie,
 					      .start = start, .end = end };
 out:
@@ -82,16 +101,16 @@ out:
 static int double_remove(struct umn *u, uint64_t cookie)
 {
 	struct umn_double *d = priv(u);
+	uint32_t slot = (uint32_t)cookie;
 	unsigned int i;
 	int ret = -EINVAL;
 
 	pthread_mutex_lock(&d->lock);
-	for (i = 0; i < d->nr_regs; i++) {
-		if (d->regs[i].cookie == cookie) {
-			d->regs[i] = d->regs[--d->nr_regs];
-			ret = 0;
-			break;
-		}
+	i = slot < d->where_cap ? d->where[slot] : d->nr_regs;
+	if (i < d->nr_regs && d->regs[i].cookie == cookie) {
+		d->regs[i] = d->regs[--d->nr_regs];
+		d->where[(uint32_t)d->regs[i].cookie] = i;
+		ret = 0;
 	}
 	pthread_mutex_unlock(&d->lock);
 	return ret;
@@ -149,6 +168,7 @@ int double_open(struct umn **u, const struct umn_attr *attr,
 
 void double_free(struct umn_double *d)
 {
+	free(d->where);
 	free(d->regs);
 	free(d);
 }
