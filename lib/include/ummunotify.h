@@ -27,8 +27,9 @@ struct umn;
 /* umn_open() settings; a NULL attr or a 0 field means the default. */
 struct umn_attr {
 	uint32_t flags;		/* UMN_OPEN_* */
-	uint32_t max_watches;	/* watches at once */
-	uint32_t ring_entries;	/* events the kernel can queue (power of two) */
+	uint32_t max_watches;	/* watches at once (default 4096) */
+	uint32_t ring_entries;	/* events the kernel can queue (power of two,
+				 * default 4096) */
 	uint32_t reserved;	/* must be 0 */
 };
 
@@ -71,7 +72,8 @@ struct umn_watch {
 
 /* What umn_drain() hands its callback. */
 struct umn_event {
-	struct umn_watch *watch;	/* NULL for OVERFLOW and PRESSURE */
+	struct umn_watch *watch;	/* NULL: OVERFLOW, PRESSURE, or a
+					 * RELEASE of the whole address space */
 	uint64_t start;			/* part of the watch that changed */
 	uint64_t end;
 	uint64_t value;			/* OVERFLOW: events lost (0: unknown);
@@ -175,7 +177,8 @@ struct umn_cache_stats {
 	uint64_t deregistrations;	/* dereg() calls */
 	uint64_t invalidations;		/* entries dropped because their memory changed */
 	uint64_t evictions;		/* entries dropped for the limits */
-	uint64_t released;		/* entries dropped on pressure or flush */
+	uint64_t released;		/* entries dropped on pressure, by flush,
+					 * or to free a watch */
 	uint64_t retries;		/* registrations redone after a race */
 	uint64_t uncached;		/* entries larger than max_bytes */
 	uint64_t overflows;		/* OVERFLOW events (full rescans) */

@@ -347,6 +347,18 @@ static struct umn_entry *find_lockless(struct umn_cache *c, uint64_t lo,
 	return NULL;
 }
 
+/* Out of watches: release the oldest idle entry.  False if none is. */
+static bool release_one(struct umn_cache *c)
+{
+	struct umn_entry *victims = NULL;
+
+	pthread_mutex_lock(&c->lock);
+	release_idle(c, 1, &victims);
+	pthread_mutex_unlock(&c->lock);
+	destroy_all(c, victims);
+	return victims;
+}
+
 /* Watch, register, check; see the top of this file. */
 static int entry_register(struct umn_cache *c, struct umn_entry *e,
 			  uint64_t start, uint64_t end)
@@ -358,6 +370,8 @@ static int entry_register(struct umn_cache *c, struct umn_entry *e,
 
 	for (tries = 0;; tries++) {
 		ret = umn_watch(c->u, addr, len, 0, &e->watch);
+		while (ret == -ENOSPC && release_one(c))
+			ret = umn_watch(c->u, addr, len, 0, &e->watch);
 		if (ret)
 			return ret;
 		ret = c->attr.reg(c->attr.arg, addr, len, &handle);

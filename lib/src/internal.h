@@ -36,7 +36,7 @@
 	((type *)((char *)(ptr) - offsetof(type, member)))
 
 #define UMN_NIL			UINT32_MAX	/* end of a slot list */
-#define UMN_DEFAULT_WATCHES	65536		/* emulated */
+#define UMN_DEFAULT_WATCHES	4096		/* emulated; as the kernel's */
 #define UMN_MAX_MAPS		3
 
 /* A mapping whose contents a forked child must not see. */
@@ -115,6 +115,8 @@ struct umn {
 	/* native */
 	uint64_t *head;
 	const uint64_t *tail;
+	const uint64_t *dropped;	/* ring events lost, ever */
+	uint64_t dropped_seen;		/* ... and reported */
 	const uint32_t *ring_mask;
 	const void *events;		/* struct ummunotify_ring_event[] */
 

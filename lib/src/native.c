@@ -40,7 +40,6 @@ static int native_watch(struct umn *u, uint64_t start, uint64_t end,
 	return 0;
 }
 
-/* Assumes UNREGISTER_REGION removes a watch by its cookie. */
 static int native_unwatch(struct umn *u, struct umn_watch *w)
 {
 	int ret = ioctl(u->fd, UMMUNOTIFY_UNREGISTER_REGION, &w->cookie) ?
@@ -78,10 +77,16 @@ static bool native_event(struct umn *u, const struct ummunotify_ring_event *in,
 		.end = in->end,
 		.cause = in->cause,
 	};
-	if (in->cause == UMN_CAUSE_OVERFLOW || in->cause == UMN_CAUSE_PRESSURE) {
+	/* native_drain() reports losses from the dropped counter. */
+	if (in->cause == UMN_CAUSE_OVERFLOW)
+		return false;
+	if (in->cause == UMN_CAUSE_PRESSURE) {
 		out->value = in->generation;
 		return true;
 	}
+	/* Not about one watch: RELEASE of the whole address space. */
+	if (in->slot == UMMUNOTIFY_NO_SLOT)
+		return true;
 	if (in->slot >= u->nr_slots)
 		return false;
 	slot = &u->slots[in->slot];
@@ -95,6 +100,11 @@ static bool native_event(struct umn *u, const struct ummunotify_ring_event *in,
  * Each entry is copied out and the head stored before the callback runs,
  * so the kernel gets the space back at once; the callback may unwatch,
  * which is why the slot is looked up only just before it runs.
+ *
+ * Losses are reported from the dropped counter, after the entries: the
+ * kernel's in-band OVERFLOW comes only with the next event, which may
+ * never come.  Drops happen only while the ring is full, when
+ * umn_changed() is true, so a drain always follows them.
  */
 static int native_drain(struct umn *u, umn_event_fn *fn, void *arg)
 {
@@ -104,6 +114,7 @@ static int native_drain(struct umn *u, umn_event_fn *fn, void *arg)
 	uint64_t tail = load_acquire(*u->tail);
 	struct ummunotify_ring_event in;
 	struct umn_event out;
+	uint64_t dropped;
 	int n = 0;
 
 	while (head != tail) {
@@ -115,6 +126,16 @@ static int native_drain(struct umn *u, umn_event_fn *fn, void *arg)
 		}
 		if (head == tail)
 			tail = load_acquire(*u->tail);
+	}
+	dropped = load_acquire(*u->dropped);
+	if (dropped != u->dropped_seen) {
+		out = (struct umn_event){
+			.cause = UMN_CAUSE_OVERFLOW,
+			.value = dropped - u->dropped_seen,
+		};
+		u->dropped_seen = dropped;
+		fn(arg, &out);
+		n++;
 	}
 	return n;
 }
@@ -168,6 +189,8 @@ int umn__native_setup(struct umn *u, unsigned int features)
 
 	u->gens = (uint64_t *)(shared + params.off.generations);
 	u->tail = (const uint64_t *)(shared + params.off.tail);
+	u->dropped = (const uint64_t *)(shared + params.off.dropped);
+	u->dropped_seen = load_acquire(*u->dropped);
 	u->ring_mask = (const uint32_t *)(shared + params.off.ring_mask);
 	u->events = shared + params.off.events;
 	u->head = (uint64_t *)(head_page + params.off.head);

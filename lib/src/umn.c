@@ -136,7 +136,8 @@ int umn__add_map(struct umn *u, void *addr, size_t len, int prot, bool words)
 /* Open the device and exchange features: the descriptor or -errno. */
 static int umn_open_device(uint32_t *features)
 {
-	int fd = open(UMN_DEVICE, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	/* Read-write: the ring's head page is mapped writable. */
+	int fd = open(UMN_DEVICE, O_RDWR | O_CLOEXEC | O_NONBLOCK);
 	int ret;
 
 	if (fd < 0)

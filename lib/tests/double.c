@@ -107,7 +107,12 @@ static int double_remove(struct umn *u, uint64_t cookie)
 
 	pthread_mutex_lock(&d->lock);
 	i = slot < d->where_cap ? d->where[slot] : d->nr_regs;
-	if (i < d->nr_regs && d->regs[i].cookie == cookie) {
+	/* A resize briefly has two cookies on one slot: then search. */
+	if (i >= d->nr_regs || d->regs[i].cookie != cookie)
+		for (i = 0; i < d->nr_regs; i++)
+			if (d->regs[i].cookie == cookie)
+				break;
+	if (i < d->nr_regs) {
 		d->regs[i] = d->regs[--d->nr_regs];
 		d->where[(uint32_t)d->regs[i].cookie] = i;
 		ret = 0;

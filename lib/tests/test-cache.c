@@ -99,8 +99,10 @@ static void model_dereg(void *arg, void *addr, size_t len, void *handle)
 	r->live = false;
 }
 
-static void setup(size_t entries, size_t bytes, size_t align)
+static void setup_watches(size_t entries, size_t bytes, size_t align,
+			  uint32_t watches)
 {
+	struct umn_attr uattr = { .max_watches = watches };
 	struct umn_cache_attr attr = {
 		.reg = model_reg,
 		.dereg = model_dereg,
@@ -114,8 +116,13 @@ static void setup(size_t entries, size_t bytes, size_t align)
 	nr_regs = 0;
 	max_entries = entries;
 	max_bytes = bytes;
-	CHECK_EQ(double_open(&umn, NULL, &dbl), 0);
+	CHECK_EQ(double_open(&umn, &uattr, &dbl), 0);
 	CHECK_EQ(umn_cache_create(umn, &attr, &cache), 0);
+}
+
+static void setup(size_t entries, size_t bytes, size_t align)
+{
+	setup_watches(entries, bytes, align, 0);
 }
 
 static void teardown(void)
@@ -362,6 +369,23 @@ static void test_overflow_rescans_every_entry(void)
 	CHECK_EQ(stats().deregistrations, 1);
 	put(e);
 	CHECK_EQ(stats().deregistrations, 2);
+	teardown();
+}
+
+static void test_running_out_of_watches_releases_idle_entries(void)
+{
+	struct umn_cache_entry *a, *b, *c;
+
+	setup_watches(0, 0, 0, 2);
+	a = get(0, 1);
+	put(a);
+	b = get(1, 1);
+	c = get(2, 1);
+	CHECK(!reg_of(a)->live);
+	CHECK_EQ(stats().released, 1);
+	CHECK_EQ(umn_cache_get(cache, A(3), PAGE, &a), -ENOSPC);
+	put(b);
+	put(c);
 	teardown();
 }
 
@@ -636,6 +660,7 @@ int main(int argc, char **argv)
 	test_a_larger_entry_replaces_idle_ones_it_contains();
 	test_pressure_releases_idle_entries_oldest_first();
 	test_overflow_rescans_every_entry();
+	test_running_out_of_watches_releases_idle_entries();
 	test_destroy_and_close_refuse_while_busy();
 	test_forked_child_registers_afresh();
 

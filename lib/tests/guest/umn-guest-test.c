@@ -1,0 +1,498 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * libummunotify against the real module, in a guest (tools/testing/vm-run):
+ * every test runs twice, on the native ABI and on the 2010 ABI
+ * (UMN_OPEN_LEGACY), each in a child process of its own.  Prints TAP;
+ * exits 0 when all pass, 1 when one fails, 4 (skip) without a device.
+ *
+ * Memory is changed in single pages between PROT_NONE guard pages: they
+ * never merge with a neighbour or cover a 2 MiB block, so no huge-page
+ * split adds an invalidation a test does not expect.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ummunotify.h"
+#include "../check.h"
+
+#define KSFT_SKIP	4
+
+static size_t ps;
+static struct umn_attr mode;		/* flags: native or legacy */
+static bool native;
+
+/* n pages, each between guard pages; page i is at the result + 2*i*ps. */
+static char *guarded_pages(unsigned int n)
+{
+	char *base = mmap(NULL, (2 * n + 1) * ps, PROT_NONE,
+			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	unsigned int i;
+
+	CHECK(base != MAP_FAILED);
+	for (i = 0; i < n; i++) {
+		CHECK(!mprotect(base + (2 * i + 1) * ps, ps,
+				PROT_READ | PROT_WRITE));
+		memset(base + (2 * i + 1) * ps, 0x5a, ps);
+	}
+	return base + ps;
+}
+
+static struct umn *open_umn(void)
+{
+	struct umn *u;
+
+	CHECK_EQ(umn_open(&u, &mode), 0);
+	CHECK_EQ(umn_features(u) != 0, native);
+	return u;
+}
+
+struct log {
+	unsigned int n;
+	struct umn_event events[64];
+};
+
+static void log_event(void *arg, const struct umn_event *event)
+{
+	struct log *log = arg;
+
+	if (log->n < 64)
+		log->events[log->n++] = *event;
+}
+
+static unsigned int expected_cause(unsigned int cause)
+{
+	return native ? cause : UMN_CAUSE_UNKNOWN;
+}
+
+static void test_munmap_invalidates_only_the_watch_it_touches(void)
+{
+	char *p = guarded_pages(3);
+	struct umn *u = open_umn();
+	struct umn_watch w[3];
+	struct log log = { 0 };
+	int i;
+
+	for (i = 0; i < 3; i++)
+		CHECK_EQ(umn_watch(u, p + 2 * i * ps, ps, 0, &w[i]), 0);
+	CHECK(!umn_changed(u));
+	CHECK(!munmap(p + 2 * ps, ps));
+	CHECK(umn_changed(u));
+	CHECK(umn_valid(u, &w[0]) && !umn_valid(u, &w[1]) &&
+	      umn_valid(u, &w[2]));
+	CHECK_EQ(umn_drain(u, log_event, &log), 1);
+	CHECK(log.events[0].watch == &w[1]);
+	CHECK_EQ(log.events[0].start, (uintptr_t)(p + 2 * ps));
+	CHECK_EQ(log.events[0].end, (uintptr_t)(p + 3 * ps));
+	CHECK_EQ(log.events[0].cause, expected_cause(UMN_CAUSE_UNMAP));
+	CHECK(!umn_changed(u));
+	CHECK_EQ(umn_close(u), 0);
+}
+
+static void test_dontneed_is_a_clear_and_mprotect_is_not_reported(void)
+{
+	char *p = guarded_pages(2);
+	struct umn *u = open_umn();
+	struct umn_watch w[2];
+	struct log log = { 0 };
+
+	CHECK_EQ(umn_watch(u, p, ps, 0, &w[0]), 0);
+	CHECK_EQ(umn_watch(u, p + 2 * ps, ps, 0, &w[1]), 0);
+	CHECK(!mprotect(p, ps, PROT_READ));
+	CHECK(umn_valid(u, &w[0]));
+	CHECK(!madvise(p + 2 * ps, ps, MADV_DONTNEED));
+	CHECK(!umn_valid(u, &w[1]));
+	CHECK_EQ(umn_drain(u, log_event, &log), 1);
+	CHECK_EQ(log.events[0].cause, expected_cause(UMN_CAUSE_CLEAR));
+	CHECK_EQ(umn_close(u), 0);
+}
+
+static void test_causes_are_filtered_natively_only(void)
+{
+	char *p = guarded_pages(1);
+	struct umn *u = open_umn();
+	unsigned int causes = 1U << UMN_CAUSE_PROTECTION;
+	struct umn_watch w;
+
+	if (!native) {
+		CHECK_EQ(umn_watch(u, p, ps, causes, &w), -EOPNOTSUPP);
+		CHECK_EQ(umn_close(u), 0);
+		return;
+	}
+	CHECK_EQ(umn_watch(u, p, ps, causes, &w), 0);
+	CHECK(!madvise(p, ps, MADV_DONTNEED));
+	CHECK(umn_valid(u, &w));
+	CHECK(!mprotect(p, ps, PROT_READ));
+	CHECK(!umn_valid(u, &w));
+	CHECK_EQ(umn_close(u), 0);
+}
+
+static void test_unwatched_ranges_are_not_reported(void)
+{
+	char *p = guarded_pages(1);
+	struct umn *u = open_umn();
+	struct umn_watch w;
+	struct log log = { 0 };
+
+	CHECK_EQ(umn_watch(u, p, ps, 0, &w), 0);
+	CHECK_EQ(umn_unwatch(u, &w), 0);
+	CHECK(!umn_valid(u, &w));
+	CHECK(!munmap(p, ps));
+	CHECK_EQ(umn_drain(u, log_event, &log), 0);
+	CHECK_EQ(umn_unwatch(u, &w), -ENOENT);
+	CHECK_EQ(umn_close(u), 0);
+}
+
+static void test_resize_follows_the_new_range(void)
+{
+	char *p = guarded_pages(1);
+	struct umn *u = open_umn();
+	struct umn_watch w;
+	uint64_t gen;
+
+	CHECK_EQ(umn_watch(u, p, ps / 2, 0, &w), 0);
+	gen = w.generation;
+	CHECK_EQ(umn_resize(u, &w, p, ps), 0);
+	CHECK_EQ(w.generation, gen);
+	CHECK(umn_valid(u, &w));
+	CHECK(!madvise(p, ps, MADV_DONTNEED));	/* both halves */
+	CHECK(!umn_valid(u, &w));
+	CHECK_EQ(umn_close(u), 0);
+}
+
+static void test_fd_polls_readable_after_a_change(void)
+{
+	char *p = guarded_pages(1);
+	struct umn *u = open_umn();
+	struct pollfd pfd = { .events = POLLIN };
+	struct umn_watch w;
+	struct log log = { 0 };
+
+	pfd.fd = umn_fd(u);
+	CHECK(pfd.fd >= 0);
+	CHECK_EQ(umn_watch(u, p, ps, 0, &w), 0);
+	CHECK_EQ(poll(&pfd, 1, 0), 0);
+	CHECK(!munmap(p, ps));
+	CHECK_EQ(poll(&pfd, 1, 0), 1);
+	CHECK_EQ(umn_drain(u, log_event, &log), 1);
+	CHECK_EQ(poll(&pfd, 1, 0), 0);
+	CHECK_EQ(umn_close(u), 0);
+}
+
+static void test_a_full_ring_reports_overflow_and_keeps_generations(void)
+{
+	struct umn_attr attr = { .flags = mode.flags, .ring_entries = 2 };
+	char *p = guarded_pages(8);
+	struct umn_watch w[8];
+	struct log log = { 0 };
+	bool overflow = false;
+	struct umn *u;
+	unsigned int i;
+
+	CHECK_EQ(umn_open(&u, &attr), 0);
+	for (i = 0; i < 8; i++)
+		CHECK_EQ(umn_watch(u, p + 2 * i * ps, ps, 0, &w[i]), 0);
+	for (i = 0; i < 8; i++)
+		CHECK(!munmap(p + 2 * i * ps, ps));
+	for (i = 0; i < 8; i++)
+		CHECK(!umn_valid(u, &w[i]));
+	/* The OVERFLOW is written once the drain makes room. */
+	while (umn_changed(u))
+		CHECK(umn_drain(u, log_event, &log) > 0);
+	for (i = 0; i < log.n; i++)
+		overflow |= log.events[i].cause == UMN_CAUSE_OVERFLOW;
+	/* The 2010 queue holds one report per watch: it never overflows. */
+	CHECK_EQ(overflow, native);
+	CHECK_EQ(log.n, native ? 3 : 8);
+	CHECK_EQ(umn_close(u), 0);
+}
+
+static void test_a_forked_child_starts_afresh(void)
+{
+	char *p = guarded_pages(2);
+	struct umn *u = open_umn();
+	struct umn_watch w, fresh;
+	struct log log = { 0 };
+	int status;
+	pid_t pid;
+
+	CHECK_EQ(umn_watch(u, p, ps, 0, &w), 0);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		CHECK(!umn_valid(u, &w));
+		CHECK(umn_changed(u));
+		CHECK_EQ(umn_drain(u, log_event, &log), 1);
+		CHECK_EQ(log.events[0].cause, UMN_CAUSE_OVERFLOW);
+		CHECK_EQ(umn_watch(u, p + 2 * ps, ps, 0, &fresh), 0);
+		CHECK(umn_valid(u, &fresh));
+		CHECK(!munmap(p + 2 * ps, ps));
+		CHECK(!umn_valid(u, &fresh));
+		CHECK_EQ(umn_close(u), 0);
+		_exit(0);
+	}
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* Neither the child's watch nor its munmap reached the parent. */
+	CHECK(umn_valid(u, &w));
+	CHECK(!umn_changed(u));
+	CHECK(!munmap(p, ps));
+	CHECK(!umn_valid(u, &w));
+	CHECK_EQ(umn_close(u), 0);
+}
+
+/*
+ * The cache's "NIC": a registration is a copy of the first word of the
+ * memory, as it was when registered, read like a NIC registration pins
+ * pages: through the page tables (process_vm_readv() uses GUP under
+ * mmap_lock), not through this CPU's TLB, which may still map the old
+ * page for a moment after WATCH returns (the TLB flush of an munmap
+ * comes after its invalidate_range_end).
+ */
+static int snapshot_reg(void *arg, void *addr, size_t len, void **handle)
+{
+	uint64_t *copy = malloc(sizeof(*copy));
+	struct iovec local = { copy, sizeof(*copy) };
+	struct iovec remote = { addr, sizeof(*copy) };
+
+	(void)arg;
+	(void)len;
+	CHECK(copy);
+	CHECK_EQ(process_vm_readv(getpid(), &local, 1, &remote, 1, 0),
+		 sizeof(*copy));
+	*handle = copy;
+	return 0;
+}
+
+static void snapshot_dereg(void *arg, void *addr, size_t len, void *handle)
+{
+	(void)arg;
+	(void)addr;
+	(void)len;
+	free(handle);
+}
+
+static struct umn_cache *open_cache(struct umn *u)
+{
+	struct umn_cache_attr attr = {
+		.reg = snapshot_reg,
+		.dereg = snapshot_dereg,
+		.max_entries = 64,
+	};
+	struct umn_cache *c;
+
+	CHECK_EQ(umn_cache_create(u, &attr, &c), 0);
+	return c;
+}
+
+static uint64_t snapshot_of(struct umn_cache *c, void *addr)
+{
+	struct umn_cache_entry *e;
+	uint64_t value;
+
+	CHECK_EQ(umn_cache_get(c, addr, sizeof(value), &e), 0);
+	value = *(uint64_t *)e->handle;
+	umn_cache_put(c, e);
+	return value;
+}
+
+static void test_cache_never_serves_a_replaced_mapping(void)
+{
+	char *p = guarded_pages(1);
+	struct umn *u = open_umn();
+	struct umn_cache *c = open_cache(u);
+	struct umn_cache_stats s;
+
+	*(uint64_t *)p = 1;
+	CHECK_EQ(snapshot_of(c, p), 1);
+	CHECK_EQ(snapshot_of(c, p), 1);
+	CHECK(mmap(p, ps, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == p);
+	*(uint64_t *)p = 2;
+	CHECK_EQ(snapshot_of(c, p), 2);
+	umn_cache_stats(c, &s);
+	CHECK_EQ(s.hits, 1);
+	CHECK_EQ(s.misses, 2);
+	CHECK_EQ(s.invalidations, 1);
+	CHECK_EQ(umn_cache_destroy(c), 0);
+	CHECK_EQ(umn_close(u), 0);
+}
+
+/*
+ * One thread replaces pages with mremap() (atomically: the new page
+ * already holds its version number); others look them up.  No lookup may
+ * return a registration older than the page was when the lookup began.
+ */
+#define RACE_PAGES	8
+
+static char *race_base;
+static bool race_stop;
+
+static char *race_page(unsigned int i)
+{
+	return race_base + 2 * i * ps;
+}
+
+static void *replacer(void *arg)
+{
+	uint64_t version = 1, x = (uintptr_t)arg;
+	char *fresh;
+
+	while (!__atomic_load_n(&race_stop, __ATOMIC_RELAXED)) {
+		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+		fresh = mmap(NULL, ps, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		CHECK(fresh != MAP_FAILED);
+		*(uint64_t *)fresh = ++version;
+		CHECK(mremap(fresh, ps, ps, MREMAP_MAYMOVE | MREMAP_FIXED,
+			     race_page((x >> 33) % RACE_PAGES)) != MAP_FAILED);
+	}
+	return NULL;
+}
+
+struct looker {
+	pthread_t thread;
+	struct umn_cache *c;
+	uint64_t seed;
+	unsigned int lookups;
+};
+
+static void *looker(void *arg)
+{
+	struct looker *l = arg;
+	uint64_t x = l->seed, before;
+	char *page;
+
+	while (!__atomic_load_n(&race_stop, __ATOMIC_RELAXED)) {
+		x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+		page = race_page((x >> 33) % RACE_PAGES);
+		before = __atomic_load_n((uint64_t *)page, __ATOMIC_ACQUIRE);
+		CHECK(snapshot_of(l->c, page) >= before);
+		l->lookups++;
+	}
+	return NULL;
+}
+
+static void test_cache_under_concurrent_replacement(void)
+{
+	struct umn *u = open_umn();
+	struct umn_cache *c = open_cache(u);
+	struct looker lookers[2];
+	struct umn_cache_stats s;
+	pthread_t thread;
+	unsigned int i;
+
+	race_base = guarded_pages(RACE_PAGES);
+	for (i = 0; i < RACE_PAGES; i++)
+		*(uint64_t *)race_page(i) = 1;
+	pthread_create(&thread, NULL, replacer, (void *)(uintptr_t)time(NULL));
+	for (i = 0; i < 2; i++) {
+		lookers[i] = (struct looker){ .c = c, .seed = i + 1 };
+		pthread_create(&lookers[i].thread, NULL, looker, &lookers[i]);
+	}
+	sleep(3);
+	__atomic_store_n(&race_stop, true, __ATOMIC_RELAXED);
+	pthread_join(thread, NULL);
+	for (i = 0; i < 2; i++)
+		pthread_join(lookers[i].thread, NULL);
+	umn_cache_stats(c, &s);
+	printf("# %u+%u lookups: %" PRIu64 " hits, %" PRIu64 " misses, %"
+	       PRIu64 " invalidations, %" PRIu64 " retries\n",
+	       lookers[0].lookups, lookers[1].lookups, s.hits, s.misses,
+	       s.invalidations, s.retries);
+	CHECK(s.hits > 0 && s.invalidations > 0);
+	CHECK_EQ(umn_cache_destroy(c), 0);
+	CHECK_EQ(umn_close(u), 0);
+}
+
+static const struct {
+	const char *name;
+	void (*fn)(void);
+} tests[] = {
+#define T(fn) { #fn, fn }
+	T(test_munmap_invalidates_only_the_watch_it_touches),
+	T(test_dontneed_is_a_clear_and_mprotect_is_not_reported),
+	T(test_causes_are_filtered_natively_only),
+	T(test_unwatched_ranges_are_not_reported),
+	T(test_resize_follows_the_new_range),
+	T(test_fd_polls_readable_after_a_change),
+	T(test_a_full_ring_reports_overflow_and_keeps_generations),
+	T(test_a_forked_child_starts_afresh),
+	T(test_cache_never_serves_a_replaced_mapping),
+	T(test_cache_under_concurrent_replacement),
+#undef T
+};
+
+#define NR_TESTS	(sizeof(tests) / sizeof(tests[0]))
+
+/* Each test in a child of its own: a failed CHECK aborts only it. */
+static bool run(const char *mode_name, unsigned int number, unsigned int i)
+{
+	int status;
+	pid_t pid;
+
+	fflush(stdout);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		tests[i].fn();
+		_exit(0);
+	}
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	status = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+	printf("%sok %u - %s: %s\n", status ? "" : "not ", number, mode_name,
+	       tests[i].name);
+	return status;
+}
+
+/* No arguments: every test; otherwise those whose name contains one. */
+static bool selected(int argc, char **argv, unsigned int i)
+{
+	int a;
+
+	for (a = 1; a < argc; a++)
+		if (strstr(tests[i].name, argv[a]))
+			return true;
+	return argc == 1;
+}
+
+int main(int argc, char **argv)
+{
+	unsigned int i, number = 0, failed = 0, nr = 0;
+	bool have_native;
+	struct umn *u;
+	int ret;
+
+	ps = sysconf(_SC_PAGESIZE);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	ret = umn_open(&u, NULL);
+	if (ret == -ENODEV) {
+		printf("1..0 # SKIP no /dev/ummunotify\n");
+		return KSFT_SKIP;
+	}
+	CHECK_EQ(ret, 0);
+	have_native = umn_features(u) != 0;
+	printf("# features %#x\n", umn_features(u));
+	CHECK_EQ(umn_close(u), 0);
+
+	for (i = 0; i < NR_TESTS; i++)
+		nr += selected(argc, argv, i);
+	printf("1..%u\n", (have_native ? 2 : 1) * nr);
+	native = have_native;
+	for (i = 0; native && i < NR_TESTS; i++)
+		if (selected(argc, argv, i))
+			failed += !run("native", ++number, i);
+	mode.flags = UMN_OPEN_LEGACY;
+	native = false;
+	for (i = 0; i < NR_TESTS; i++)
+		if (selected(argc, argv, i))
+			failed += !run("2010 ABI", ++number, i);
+	return failed ? 1 : 0;
+}
