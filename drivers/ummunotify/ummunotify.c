@@ -85,8 +85,6 @@ MODULE_PARM_DESC(pressure_interval_ms, "Minimum interval between two pressure ev
  * @lock:		protects what the notifier touches, below
  * @released:		the address space has exited
  * @reports:		2010 ABI: regions with a pending report, oldest first
- * @counted_seq:	invalidation (cur_seq) already in the counter; 0 once
- *			a LAST event reported the counter
  * @need_last:		2010 ABI: a report was read and no LAST followed yet
  * @last_generation:	last generation handed out: they never repeat
  * @tail:		ring producer position
@@ -127,7 +125,6 @@ struct umn_file {
 	spinlock_t lock;		/* the notifier's only lock */
 	bool released;
 	struct list_head reports;
-	unsigned long counted_seq;
 	bool need_last;
 	u64 last_generation;
 	u64 tail;
@@ -341,15 +338,12 @@ static bool umn_queue_report(struct umn_file *file, struct umn_region *region,
  * Publish an invalidation of [@start, @end) in @region.  Returns true if
  * something new became readable.  Called with file->lock held.
  *
- * One invalidation calls us once per region it hits, all with the same
- * cur_seq, so the counter moves once per invalidation.  Once a LAST event
- * has reported the counter, counted_seq is reset and the next report
- * moves the counter again, even within the same invalidation: a reader
- * that saw the LAST value can never miss a report queued after it.
+ * The counter moves for every region hit, not once per invalidation:
+ * invalidations running at once in several threads cannot be told apart
+ * here, and each thread must see its own move the counter.
  */
 static bool umn_publish(struct umn_file *file, struct umn_region *region,
-			u64 start, u64 end, unsigned int cause,
-			unsigned long cur_seq)
+			u64 start, u64 end, unsigned int cause)
 {
 	struct ummunotify_ring_event event = {
 		.start = start,
@@ -359,10 +353,7 @@ static bool umn_publish(struct umn_file *file, struct umn_region *region,
 		.cause = cause,
 	};
 
-	if (file->counted_seq != cur_seq) {
-		file->counted_seq = cur_seq;
-		WRITE_ONCE(*file->counter, *file->counter + 1);
-	}
+	WRITE_ONCE(*file->counter, *file->counter + 1);
 	if (region->slot != UMMUNOTIFY_NO_SLOT) {
 		event.generation = ++file->last_generation;
 		/* Pairs with the cache's acquire load of the word. */
@@ -422,7 +413,7 @@ static bool umn_invalidate(struct mmu_interval_notifier *notifier,
 	spin_lock(&file->lock);
 	/* After exit nobody can read: do not fill the queue for nothing. */
 	if (!file->released || cause == UMMUNOTIFY_CAUSE_RELEASE) {
-		posted = umn_publish(file, region, start, end, cause, cur_seq);
+		posted = umn_publish(file, region, start, end, cause);
 		if (cause == UMMUNOTIFY_CAUSE_RELEASE)
 			file->released = true;
 	}
@@ -995,8 +986,6 @@ static struct umn_region *umn_peek(struct umn_file *file,
 	} else if (file->need_last) {
 		event->type = UMMUNOTIFY_EVENT_TYPE_LAST;
 		event->user_cookie_counter = *file->counter;
-		/* Reports queued from now on must move the counter again. */
-		file->counted_seq = 0;
 	} else {
 		region = ERR_PTR(-EAGAIN);
 	}
@@ -1057,7 +1046,7 @@ static ssize_t umn_read_ring(struct umn_file *file, char __user *buf,
 
 	/* A head user space corrupted restarts at the oldest entry. */
 	if (tail - head > (u64)file->ring_mask + 1)
-		head = tail - file->ring_mask - 1;
+		head = tail - min_t(u64, tail, (u64)file->ring_mask + 1);
 	for (; head != tail && count - done >= size; head++, done += size)
 		if (copy_to_user(buf + done,
 				 &file->ring[head & file->ring_mask], size))
