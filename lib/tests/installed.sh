@@ -13,21 +13,30 @@ build=$1
 lib=$(cd "$(dirname "$0")/.." && pwd)
 stage=$build/stage
 rm -rf "$stage"
-make -s -C "$lib" O="$build" install DESTDIR="$stage" PREFIX=/usr \
-	LIBDIR=/usr/lib >/dev/null
+make -s -C "$lib" O="$build" install DESTDIR="$stage" PREFIX=/opt/umn \
+	>/dev/null
 
 fail() { echo "installed.sh: $*" >&2; exit 1; }
 
 want=$(sed -n 's/^[[:space:]]*\(umn[a-z_]*\);$/\1/p' "$lib/libummunotify.map" |
 	sort)
-have=$(nm -D --defined-only "$stage/usr/lib/libummunotify.so.1" |
+have=$(nm -D --defined-only "$stage/opt/umn/lib/libummunotify.so.1" |
 	awk '$3 ~ /^umn/ { print $3 }' | sort)
 [ "$have" = "$(echo "$want" | sed 's/$/@@UMMUNOTIFY_1.0/')" ] ||
 	fail "exported symbols differ from libummunotify.map: $have"
 
-for f in $(echo "$want" | grep -v '^umn__'); do
-	[ -e "$stage/usr/share/man/man3/$f.3" ] || fail "no man page for $f"
+# The exported functions but the private one, and the inline ones.
+for f in $(echo "$want" | grep -v '^umn__') umn_valid umn_changed; do
+	[ -e "$stage/opt/umn/share/man/man3/$f.3" ] || fail "no man page for $f"
 done
+if command -v man >/dev/null; then
+	for page in "$stage"/opt/umn/share/man/man*/*; do
+		out=$(cd "$stage/opt/umn/share/man" && LC_ALL=C MANWIDTH=80 \
+		      man --warnings -l "${page#"$stage"/opt/umn/share/man/}" 2>&1 \
+		      >/dev/null) || fail "$page: man failed"
+		[ -z "$out" ] || fail "$page: $out"
+	done
+fi
 
 cat >"$build/consumer.c" <<'C'
 #include <errno.h>
@@ -49,15 +58,15 @@ int main(void)
 	return umn_close(u);
 }
 C
-export PKG_CONFIG_PATH="$stage/usr/lib/pkgconfig"
+export PKG_CONFIG_PATH="$stage/opt/umn/lib/pkgconfig"
 export PKG_CONFIG_SYSROOT_DIR="$stage"
 # shellcheck disable=SC2046 # word splitting of pkg-config output wanted
 ${CC:-cc} -Wall -Wextra -Werror -o "$build/consumer" "$build/consumer.c" \
 	$(pkg-config --cflags --libs libummunotify) \
-	-Wl,-rpath,"$stage/usr/lib"
+	-Wl,-rpath,"$stage/opt/umn/lib"
 "$build/consumer"
 ${CC:-cc} -static -o "$build/consumer-static" "$build/consumer.c" \
 	$(pkg-config --static --cflags libummunotify) \
-	"$stage/usr/lib/libummunotify.a" -pthread
+	"$stage/opt/umn/lib/libummunotify.a" -pthread
 "$build/consumer-static"
 echo "installed.sh: ok"
