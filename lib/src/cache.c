@@ -152,12 +152,18 @@ static void entry_free(struct umn_cache *c, struct umn_entry *e)
 	c->free = e;
 }
 
-/* dereg(), unwatch and free a retired entry without users. */
-static void entry_destroy(struct umn_cache *c, struct umn_entry *e)
+/* Undo entry_register(). */
+static void entry_unregister(struct umn_cache *c, struct umn_entry *e)
 {
 	c->attr.dereg(c->attr.arg, e->pub.addr, e->pub.len, e->pub.handle);
 	stat_add(c, deregistrations, 1);
 	umn_unwatch(c->u, &e->watch);
+}
+
+/* Unregister and free a retired entry without users. */
+static void entry_destroy(struct umn_cache *c, struct umn_entry *e)
+{
+	entry_unregister(c, e);
 	pthread_mutex_lock(&c->lock);
 	entry_free(c, e);
 	pthread_mutex_unlock(&c->lock);
@@ -359,41 +365,40 @@ static bool release_one(struct umn_cache *c)
 	return victims;
 }
 
-/* Watch, register, check; see the top of this file. */
+/* entry_register(): the memory changed while it was registered. */
+#define CHANGED	1
+
+/*
+ * Watch, register, check (see the top of this file): 0, CHANGED (and
+ * nothing registered), or a negative errno value.
+ */
 static int entry_register(struct umn_cache *c, struct umn_entry *e,
 			  uint64_t start, uint64_t end)
 {
 	void *addr = (void *)(uintptr_t)start;
 	size_t len = end - start;
 	void *handle;
-	int tries, ret;
+	int ret;
 
-	for (tries = 0;; tries++) {
+	ret = umn_watch(c->u, addr, len, 0, &e->watch);
+	while (ret == -ENOSPC && release_one(c))
 		ret = umn_watch(c->u, addr, len, 0, &e->watch);
-		while (ret == -ENOSPC && release_one(c))
-			ret = umn_watch(c->u, addr, len, 0, &e->watch);
-		if (ret)
-			return ret;
-		ret = c->attr.reg(c->attr.arg, addr, len, &handle);
-		if (!ret)
-			stat_add(c, registrations, 1);
-		if (umn_valid(c->u, &e->watch))
-			break;
-		if (!ret) {
-			c->attr.dereg(c->attr.arg, addr, len, handle);
-			stat_add(c, deregistrations, 1);
-		}
-		umn_unwatch(c->u, &e->watch);
-		if (tries == MAX_RETRIES)
-			return -EAGAIN;
-		stat_add(c, retries, 1);
-	}
-	if (ret) {
-		umn_unwatch(c->u, &e->watch);
+	if (ret)
 		return ret;
+	ret = c->attr.reg(c->attr.arg, addr, len, &handle);
+	if (!ret) {
+		stat_add(c, registrations, 1);
+		e->pub = (struct umn_cache_entry){ addr, len, handle };
+		if (umn_valid(c->u, &e->watch))
+			return 0;
+		entry_unregister(c, e);
+		return CHANGED;
 	}
-	e->pub = (struct umn_cache_entry){ addr, len, handle };
-	return 0;
+	/* A failure because the memory went meanwhile is a change. */
+	if (!umn_valid(c->u, &e->watch))
+		ret = CHANGED;
+	umn_unwatch(c->u, &e->watch);
+	return ret;
 }
 
 /* c->lock held; e is registered and nobody else knows it. */
@@ -425,8 +430,8 @@ static int cache_miss(struct umn_cache *c, uint64_t lo, uint64_t hi,
 {
 	uint64_t mask = c->attr.align - 1;
 	uint64_t start = lo & ~mask, end = (hi + mask) & ~mask;
-	struct umn_entry *e, *found, *victims = NULL;
-	int ret;
+	struct umn_entry *e, *found = NULL, *victims = NULL;
+	int tries, ret;
 
 	if (end < hi)
 		return -EINVAL;
@@ -447,25 +452,46 @@ static int cache_miss(struct umn_cache *c, uint64_t lo, uint64_t hi,
 		return -ENOMEM;
 
 	e = *ep;
-	ret = entry_register(c, e, start, end);
-	victims = NULL;
-	pthread_mutex_lock(&c->lock);
-	if (ret) {
-		entry_free(c, e);
-	} else if (c->attr.max_bytes && e->pub.len > c->attr.max_bytes) {
-		/* Served once, destroyed by the put: never cached. */
-		store_release(e->state, ENTRY_RETIRED | 1);
-		stat_add(c, uncached, 1);
-	} else if ((found = find_locked(c, lo, hi, &victims))) {
-		/* Another thread registered it meanwhile: use theirs. */
-		*ep = found;
-		e->link = victims;
-		victims = e;
-	} else if (!umn_valid(c->u, &e->watch)) {
-		/* Changed since the check: serve it once, never cache it. */
-		store_release(e->state, ENTRY_RETIRED | 1);
-	} else {
-		entry_insert(c, e, &victims);
+	for (tries = 0;; tries++) {
+		ret = tries > MAX_RETRIES ? -EAGAIN :
+					    entry_register(c, e, start, end);
+		if (ret == CHANGED) {
+			stat_add(c, retries, 1);
+			continue;
+		}
+		victims = NULL;
+		pthread_mutex_lock(&c->lock);
+		if (ret) {
+			entry_free(c, e);
+			break;
+		}
+		found = find_locked(c, lo, hi, &victims);
+		if (found) {
+			/* Another thread registered it meanwhile: use theirs. */
+			*ep = found;
+			e->link = victims;
+			victims = e;
+			break;
+		}
+		if (umn_valid(c->u, &e->watch))
+			break;
+		/*
+		 * Changed since the check, and its event, if drained, was
+		 * ignored (the entry was not in the cache yet): again.
+		 */
+		pthread_mutex_unlock(&c->lock);
+		destroy_all(c, victims);
+		entry_unregister(c, e);
+		stat_add(c, retries, 1);
+	}
+	if (!ret && !found) {
+		if (c->attr.max_bytes && e->pub.len > c->attr.max_bytes) {
+			/* Served once, destroyed by the put: never cached. */
+			store_release(e->state, ENTRY_RETIRED | 1);
+			stat_add(c, uncached, 1);
+		} else {
+			entry_insert(c, e, &victims);
+		}
 	}
 	pthread_mutex_unlock(&c->lock);
 	destroy_all(c, victims);

@@ -249,18 +249,11 @@ static int emulated_drain(struct umn *u, umn_event_fn *fn, void *arg)
 	return n;
 }
 
-static void emulated_close(struct umn *u)
-{
-	if (u->source->close)
-		u->source->close(u);
-}
-
 const struct umn_ops umn__emulated_ops = {
 	.watch = emulated_watch,
 	.unwatch = emulated_unwatch,
 	.resize = emulated_resize,
 	.drain = emulated_drain,
-	.close = emulated_close,
 };
 
 int umn__emulated_setup(struct umn *u)

@@ -73,19 +73,17 @@ struct umn_ops {
 	int (*resize)(struct umn *u, struct umn_watch *w, uint64_t start,
 		      uint64_t end);
 	int (*drain)(struct umn *u, umn_event_fn *fn, void *arg);
-	void (*close)(struct umn *u);
 };
 
 /*
- * Where an emulated handle's reports come from.  open() sets u->fd (or
- * -1) and u->counter, a word that moves whenever a report is queued, and
- * adds any mapping it makes with umn__add_map().  pull() hands every
+ * Where an emulated handle's reports come from.  open() sets u->counter,
+ * a word that moves whenever a report is queued, and adds any mapping it
+ * makes with umn__add_map(); the handle's teardown undoes it.  pull() hands every
  * queued report to umn__report() or umn__report_pressure(), under
  * pull_lock; a failure makes every watch read invalid.
  */
 struct umn_source {
 	int (*open)(struct umn *u);
-	void (*close)(struct umn *u);
 	int (*add)(struct umn *u, uint64_t cookie, uint64_t start,
 		   uint64_t end);
 	int (*remove)(struct umn *u, uint64_t cookie);

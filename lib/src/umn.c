@@ -191,8 +191,6 @@ static void umn_teardown(struct umn *u, bool keep_words)
 {
 	unsigned int i;
 
-	if (u->ops && u->ops->close)
-		u->ops->close(u);
 	u->ops = NULL;
 	for (i = 0; i < u->nr_maps; i++) {
 		if (keep_words && u->maps[i].words)
@@ -216,8 +214,8 @@ int umn__lock(struct umn *u)
 	pthread_mutex_lock(&u->lock);
 	if (!u->forked)
 		return 0;
-	if (u->ops)
-		umn_teardown(u, true);
+	/* Also what a failed attempt left: the next call tries again. */
+	umn_teardown(u, true);
 	ret = u->setup(u);
 	if (ret) {
 		pthread_mutex_unlock(&u->lock);
