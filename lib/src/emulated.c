@@ -13,7 +13,10 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -116,10 +119,20 @@ static void emulated_pull_locked(struct umn *u)
 	WRITE_ONCE(u->fast.pulled, counter);
 }
 
+/*
+ * From umn_valid(): what this takes from the source no longer makes the
+ * source's descriptor readable, so make the handle's readable instead,
+ * until a drain has reported it.
+ */
 void umn__pull(struct umn *u)
 {
+	static const uint64_t one = 1;
+
 	pthread_mutex_lock(&u->pull_lock);
 	emulated_pull_locked(u);
+	if ((u->pending_head != UMN_NIL || u->pressure) && !u->woken &&
+	    write(u->wake_fd, &one, sizeof(one)) == sizeof(one))
+		u->woken = true;
 	pthread_mutex_unlock(&u->pull_lock);
 }
 
@@ -213,6 +226,7 @@ static int emulated_drain(struct umn *u, umn_event_fn *fn, void *arg)
 {
 	struct umn_event event;
 	struct umn_slot *s;
+	uint64_t count;
 	int n = 0;
 
 	pthread_mutex_lock(&u->pull_lock);
@@ -245,6 +259,9 @@ static int emulated_drain(struct umn *u, umn_event_fn *fn, void *arg)
 	}
 	/* Everything the counter had shown is now reported. */
 	WRITE_ONCE(u->seen, READ_ONCE(u->fast.pulled));
+	if (u->woken && read(u->wake_fd, &count, sizeof(count)) ==
+			sizeof(count))
+		u->woken = false;
 	pthread_mutex_unlock(&u->pull_lock);
 	return n;
 }
@@ -255,6 +272,25 @@ const struct umn_ops umn__emulated_ops = {
 	.resize = emulated_resize,
 	.drain = emulated_drain,
 };
+
+/*
+ * umn_fd() is an epoll set of the source's descriptor, if any, and an
+ * eventfd for the reports umn_valid() pulled: readable while either is.
+ */
+static int emulated_poll_setup(struct umn *u)
+{
+	struct epoll_event event = { .events = EPOLLIN };
+
+	u->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	u->woken = false;
+	u->poll_fd = epoll_create1(EPOLL_CLOEXEC);
+	if (u->wake_fd < 0 || u->poll_fd < 0 ||
+	    epoll_ctl(u->poll_fd, EPOLL_CTL_ADD, u->wake_fd, &event) ||
+	    (u->fd >= 0 &&
+	     epoll_ctl(u->poll_fd, EPOLL_CTL_ADD, u->fd, &event)))
+		return -errno;
+	return 0;
+}
 
 int umn__emulated_setup(struct umn *u)
 {
@@ -288,6 +324,9 @@ int umn__emulated_setup(struct umn *u)
 	u->pending_head = u->pending_tail = UMN_NIL;
 
 	ret = u->source->open(u);
+	if (ret)
+		return ret;
+	ret = emulated_poll_setup(u);
 	if (ret)
 		return ret;
 	u->ops = &umn__emulated_ops;

@@ -105,6 +105,7 @@ struct umn {
 	void *source_priv;
 	unsigned int features;
 	int fd;				/* the device, or -1 */
+	int poll_fd;			/* emulated: what umn_fd() returns */
 
 	struct umn_slot *slots;
 	uint32_t nr_slots;
@@ -123,6 +124,8 @@ struct umn {
 	uint64_t *gens;			/* generation words */
 	uint64_t next_gen;		/* last generation handed out */
 	uint64_t seen;			/* counter value drained */
+	int wake_fd;			/* eventfd: reports pulled, not drained */
+	bool woken;			/* wake_fd was written since */
 	uint32_t free_slot;		/* free list through slots[].next */
 	uint32_t pending_head;		/* oldest pending report */
 	uint32_t pending_tail;

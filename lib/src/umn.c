@@ -202,9 +202,13 @@ static void umn_teardown(struct umn *u, bool keep_words)
 	free(u->slots);
 	u->slots = NULL;
 	u->nr_slots = 0;
+	if (u->poll_fd >= 0)
+		close(u->poll_fd);
+	if (u->wake_fd >= 0)
+		close(u->wake_fd);
 	if (u->fd >= 0)
 		close(u->fd);
-	u->fd = -1;
+	u->fd = u->poll_fd = u->wake_fd = -1;
 }
 
 int umn__lock(struct umn *u)
@@ -250,7 +254,7 @@ static int umn_open_common(struct umn **up, const struct umn_attr *attr,
 	u->setup = source ? umn__emulated_setup : umn_kernel_setup;
 	u->source = source;
 	u->source_priv = priv;
-	u->fd = -1;
+	u->fd = u->poll_fd = u->wake_fd = -1;
 	umn_init_locks(u);
 
 	ret = u->setup(u);
@@ -336,7 +340,7 @@ int umn_fd(struct umn *u)
 
 	if (ret)
 		return ret;
-	ret = u->fd >= 0 ? u->fd : -EOPNOTSUPP;
+	ret = u->poll_fd >= 0 ? u->poll_fd : u->fd;
 	umn__unlock(u);
 	return ret;
 }

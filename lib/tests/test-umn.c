@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -59,7 +60,6 @@ static void test_watch_reads_valid_until_overlapping_change(void)
 	struct umn_watch w1, w2;
 
 	CHECK_EQ(umn_features(u), 0);
-	CHECK_EQ(umn_fd(u), -EOPNOTSUPP);
 	CHECK_EQ(umn_watch(u, A(0), 2 * PAGE, 0, &w1), 0);
 	CHECK_EQ(umn_watch(u, A(4), PAGE, 0, &w2), 0);
 	CHECK(w1.generation != 0 && w2.generation != w1.generation);
@@ -125,6 +125,33 @@ static void test_unwatched_watch_reads_invalid_and_is_not_reported(void)
 	CHECK_EQ(again.slot, w.slot);
 	CHECK(!umn_valid(u, &w));
 	CHECK(umn_valid(u, &again));
+	close_double(u, d);
+}
+
+static bool readable(int fd)
+{
+	struct pollfd pfd = { .fd = fd, .events = POLLIN };
+
+	CHECK(poll(&pfd, 1, 0) >= 0);
+	return pfd.revents & POLLIN;
+}
+
+static void test_fd_is_readable_while_pulled_reports_wait(void)
+{
+	struct umn_double *d;
+	struct umn *u = open_double(&d, 0);
+	struct umn_watch w;
+	struct log log = { 0 };
+	int fd = umn_fd(u);
+
+	CHECK(fd >= 0);
+	CHECK_EQ(umn_watch(u, A(0), PAGE, 0, &w), 0);
+	CHECK(!readable(fd));
+	double_invalidate(d, U(0), U(1), UMN_CAUSE_UNMAP);
+	CHECK(!umn_valid(u, &w));		/* pulled: the source is quiet */
+	CHECK(readable(fd));
+	CHECK_EQ(umn_drain(u, log_event, &log), 1);
+	CHECK(!readable(fd));
 	close_double(u, d);
 }
 
@@ -306,6 +333,7 @@ int main(void)
 	test_watch_reads_valid_until_overlapping_change();
 	test_drain_reports_each_change_once();
 	test_unwatched_watch_reads_invalid_and_is_not_reported();
+	test_fd_is_readable_while_pulled_reports_wait();
 	test_callback_may_unwatch_a_watch_with_a_pending_event();
 	test_resize_keeps_generation_and_follows_range();
 	test_a_change_before_a_resize_still_shows();
