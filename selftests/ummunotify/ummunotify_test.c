@@ -598,7 +598,10 @@ TEST_F(ummunotify, an_invalidation_counts_only_on_the_files_watching_it)
 
 /* EXCHANGE_FEATURES */
 
-/* What the 2010 ABI knows nothing of is never granted (native_test: the rest). */
+/*
+ * Features the 2010 ABI knows nothing of are never granted; native_test
+ * checks the ones that are.
+ */
 TEST_F(ummunotify, exchange_features_grants_nothing_the_2010_abi_lacks)
 {
 	static const __u32 asks[] = { 0, 0x80000000, 0xfffffff8U };
