@@ -322,6 +322,8 @@ int umn__emulated_setup(struct umn *u)
 		u->slots[i].next = i + 1 < nr ? i + 1 : UMN_NIL;
 	u->free_slot = 0;
 	u->pending_head = u->pending_tail = UMN_NIL;
+	u->pressure = false;
+	u->pressure_bytes = 0;
 
 	ret = u->source->open(u);
 	if (ret)
