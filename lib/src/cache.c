@@ -525,12 +525,11 @@ int umn_cache_get(struct umn_cache *c, const void *addr, size_t len,
 void umn_cache_put(struct umn_cache *c, struct umn_cache_entry *pub)
 {
 	struct umn_entry *e = container_of(pub, struct umn_entry, pub);
-	uint64_t state = __atomic_sub_fetch(&e->state, 1, __ATOMIC_RELEASE);
+	/* Acquire too: the last put sees every user's accesses. */
+	uint64_t state = __atomic_sub_fetch(&e->state, 1, __ATOMIC_ACQ_REL);
 	struct umn_entry *victims = NULL;
 
 	if (state == ENTRY_RETIRED) {
-		/* See every user's last access before dereg(). */
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		entry_destroy(c, e);
 	} else if (state == 0 && READ_ONCE(c->over_limit)) {
 		pthread_mutex_lock(&c->lock);
