@@ -112,9 +112,10 @@ void umn__pull(struct umn *u);
 
 /*
  * Is w still valid: has nothing it watches been unmapped or replaced since
- * umn_watch()?  With the native ABI this is one acquire load.  With the
- * 2010 ABI it is one load more, and a call into the library only when the
- * kernel's counter moved.  Thread-safe; never blocks for long.
+ * umn_watch()?  With the native ABI this is one acquire load of the word
+ * the kernel rewrites (after a test of u that says so).  With the 2010
+ * ABI the kernel's counter is loaded first, and the library called only
+ * when it moved.  Thread-safe; never blocks for long.
  */
 static inline bool umn_valid(struct umn *u, const struct umn_watch *w)
 {
