@@ -4,7 +4,8 @@
 #                 selftests and tools
 # make check      every test, in QEMU guests; ends with "N passed, N failed"
 # make demo       a registration cache catching an munmap, in a guest
-# make install    module, <linux/ummunotify.h>, udev rule (DESTDIR=, PREFIX=)
+# make install    module, <linux/ummunotify.h>, libummunotify, udev rule
+#                 (DESTDIR=, PREFIX=)
 
 TOP	:= $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 B	:= $(TOP)/build
@@ -27,8 +28,8 @@ MODULE_DEPS := $(MODULE_FILES) include/uapi/linux/ummunotify.h
 CFLAGS	?= -O2 -g
 CFLAGS	+= -Wall -Wextra -I$(TOP)/include/uapi
 
-.PHONY: all modules selftests tools check demo install clean
-all: modules selftests tools
+.PHONY: all modules lib selftests tools check demo install install-headers clean
+all: modules lib selftests tools
 
 # Kbuild writes objects beside the sources, so each kernel gets its own
 # tree of links to them under build/<release>/.
@@ -42,6 +43,9 @@ $(B)/$(1)/ummunotify.ko: $(MODULE_DEPS)
 modules: $(B)/$(1)/ummunotify.ko
 endef
 $(foreach k,$(KERNELS),$(eval $(call kernel_module,$(k))))
+
+lib:
+	$(MAKE) -C lib O=$(B)/lib all guest-tests
 
 selftests:
 	$(MAKE) -C selftests/ummunotify O=$(B)/selftests
@@ -60,16 +64,19 @@ demo: modules tools
 		-m $(B)/$(firstword $(KERNELS))/ummunotify.ko \
 		-- $(B)/tools/ummunotify-demo
 
-install: modules
+install: modules install-headers
+	$(MAKE) -C lib O=$(B)/lib DESTDIR=$(DESTDIR) PREFIX=$(PREFIX) install
 	@for k in $(KERNELS); do \
 		$(MAKE) -C $(call kdir,$$k) M=$(B)/$$k/tree \
 			INSTALL_MOD_PATH=$(DESTDIR) INSTALL_MOD_DIR=extra \
 			modules_install || exit; \
 	done
-	install -D -m 644 include/uapi/linux/ummunotify.h \
-		$(DESTDIR)$(PREFIX)/include/linux/ummunotify.h
 	install -D -m 644 tools/udev/60-ummunotify.rules \
 		$(DESTDIR)/lib/udev/rules.d/60-ummunotify.rules
+
+install-headers:
+	install -D -m 644 include/uapi/linux/ummunotify.h \
+		$(DESTDIR)$(PREFIX)/include/linux/ummunotify.h
 
 clean:
 	rm -rf $(B)

@@ -55,9 +55,9 @@ struct ummunotify_event {
  * The native ABI, granted by EXCHANGE_FEATURES.  A file that asks for
  * nothing behaves exactly as above.
  */
-#define UMMUNOTIFY_FEATURE_WATCH	(1U << 0) /* WATCH, RESIZE, generations */
-#define UMMUNOTIFY_FEATURE_RING		(1U << 1) /* events in a shared ring */
-#define UMMUNOTIFY_FEATURE_PRESSURE	(1U << 2) /* memory-pressure advisories */
+#define UMMUNOTIFY_FEATURE_WATCH	0x1U /* WATCH, RESIZE, generations */
+#define UMMUNOTIFY_FEATURE_RING		0x2U /* events in a shared ring */
+#define UMMUNOTIFY_FEATURE_PRESSURE	0x4U /* memory-pressure advisories */
 
 /*
  * Why a range changed: bit numbers of ummunotify_watch.causes and values
@@ -81,7 +81,7 @@ enum {
 					 (1U << UMMUNOTIFY_CAUSE_RELEASE))
 
 /* ummunotify_watch.flags */
-#define UMMUNOTIFY_WATCH_ALL		(1U << 0) /* the whole user address space */
+#define UMMUNOTIFY_WATCH_ALL		0x1U /* the whole user address space */
 
 /* UMMUNOTIFY_WATCH and UMMUNOTIFY_RESIZE (which finds the watch by cookie). */
 struct ummunotify_watch {
