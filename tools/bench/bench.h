@@ -44,6 +44,11 @@ struct backend {
 	 * invalidations consumed and adds those lost to *lost (if not NULL).
 	 */
 	unsigned long (*drain)(unsigned long *lost);
+	/*
+	 * ummunotify only: the read() another thread of a busy program
+	 * makes on the file, to contend for its locks.
+	 */
+	void (*hammer)(void);
 };
 
 extern const struct backend none_backend, native_backend, legacy_backend,
@@ -102,6 +107,9 @@ static const struct backend *const all[] = {
 	&none_backend, &native_backend, &legacy_backend, &uffd_backend,
 	&interpose_backend,
 };
+static const struct backend *const ummunotify[] = {
+	&native_backend, &legacy_backend,
+};
 
 extern size_t page;
 /* Where the child process of a measurement leaves its results. */
@@ -129,6 +137,8 @@ double getpid_ns(void);
 void measure_check(void);
 void measure_pairs(void);
 void measure_loop(void);
+void measure_visible(void);
+void measure_ring(void);
 void measure_whole(void);
 
 #endif /* BENCH_H */

@@ -116,6 +116,11 @@ static unsigned long legacy_drain(unsigned long *lost)
 	return counter_moved() ? read_reports() : 0;
 }
 
+static void legacy_hammer(void)
+{
+	read_reports();
+}
+
 static inline bool legacy_valid(struct region *e)
 {
 	if (counter_moved())
@@ -143,4 +148,5 @@ const struct backend legacy_backend = {
 	.valid = legacy_valid,
 	.check = legacy_check,
 	.drain = legacy_drain,
+	.hammer = legacy_hammer,
 };

@@ -124,7 +124,8 @@ int main(int argc, char **argv)
 		void (*run)(void);
 	} tests[] = {
 		{ '1', measure_check }, { '2', measure_pairs },
-		{ '3', measure_loop }, { '7', measure_whole },
+		{ '3', measure_loop }, { '4', measure_visible },
+		{ '5', measure_ring }, { '7', measure_whole },
 	};
 	const char *only = NULL;
 	int opt;
