@@ -139,6 +139,7 @@ void measure_pairs(void);
 void measure_loop(void);
 void measure_visible(void);
 void measure_ring(void);
+void measure_cache(void);
 void measure_whole(void);
 
 #endif /* BENCH_H */

@@ -125,7 +125,8 @@ int main(int argc, char **argv)
 	} tests[] = {
 		{ '1', measure_check }, { '2', measure_pairs },
 		{ '3', measure_loop }, { '4', measure_visible },
-		{ '5', measure_ring }, { '7', measure_whole },
+		{ '5', measure_ring }, { '6', measure_cache },
+		{ '7', measure_whole },
 	};
 	const char *only = NULL;
 	int opt;
