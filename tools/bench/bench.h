@@ -141,5 +141,6 @@ void measure_visible(void);
 void measure_ring(void);
 void measure_cache(void);
 void measure_whole(void);
+void measure_precision(void);
 
 #endif /* BENCH_H */

@@ -126,7 +126,7 @@ int main(int argc, char **argv)
 		{ '1', measure_check }, { '2', measure_pairs },
 		{ '3', measure_loop }, { '4', measure_visible },
 		{ '5', measure_ring }, { '6', measure_cache },
-		{ '7', measure_whole },
+		{ '7', measure_whole }, { '8', measure_precision },
 	};
 	const char *only = NULL;
 	int opt;
