@@ -1,0 +1,61 @@
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#
+# libummunotify-verbs, ibv_reg_mr() through the cache: a library of its
+# own, so that libummunotify needs nothing but libc.  Included by
+# ../Makefile; built only where <infiniband/verbs.h> is, and then
+#
+# all			also libummunotify-verbs.{so,a}
+# install		also its library, header, pkg-config file, man pages
+
+HAVE_VERBS	:= $(shell printf '\043include <infiniband/verbs.h>\n' | \
+			   $(CC) -E -x c - >/dev/null 2>&1 && echo y)
+
+ifeq ($(HAVE_VERBS),y)
+VERBS_VERSION	:= 1.0.0
+VERBS_SONAME	:= libummunotify-verbs.so.1
+VERBS_SO	:= $(O)/libummunotify-verbs.so.$(VERBS_VERSION)
+VERBS_LIBS	:= $(VERBS_SO) $(O)/$(VERBS_SONAME) \
+		   $(O)/libummunotify-verbs.so $(O)/libummunotify-verbs.a
+VERBS_OBJS	:= $(O)/obj/verbs/mr_cache.o
+VERBS_HDR	:= verbs/include/ummunotify-verbs.h
+VERBS_CFLAGS	:= -Iverbs/include
+
+.PHONY: install-verbs
+all: $(VERBS_LIBS)
+install: install-verbs
+
+$(O)/obj/verbs/%.o: verbs/%.c $(VERBS_HDR) include/ummunotify.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(VERBS_CFLAGS) -fPIC -c -o $@ $<
+
+$(VERBS_SO): $(VERBS_OBJS) verbs/libummunotify-verbs.map \
+	     $(O)/libummunotify.so
+	$(CC) $(CFLAGS) -shared -Wl,-soname,$(VERBS_SONAME) \
+		-Wl,--version-script=verbs/libummunotify-verbs.map \
+		-Wl,-z,defs -o $@ $(VERBS_OBJS) -L$(O) -lummunotify \
+		-libverbs $(LDLIBS)
+
+$(O)/$(VERBS_SONAME) $(O)/libummunotify-verbs.so: $(VERBS_SO)
+	ln -sfn $(notdir $(VERBS_SO)) $@
+
+$(O)/libummunotify-verbs.a: $(VERBS_OBJS)
+	rm -f $@
+	$(AR) rcs $@ $^
+
+install-verbs: $(VERBS_LIBS)
+	install -D -m 644 $(VERBS_HDR) \
+		$(DESTDIR)$(INCLUDEDIR)/ummunotify-verbs.h
+	install -D -m 755 $(VERBS_SO) $(DESTDIR)$(LIBDIR)/$(notdir $(VERBS_SO))
+	ln -sfn $(notdir $(VERBS_SO)) $(DESTDIR)$(LIBDIR)/$(VERBS_SONAME)
+	ln -sfn $(VERBS_SONAME) $(DESTDIR)$(LIBDIR)/libummunotify-verbs.so
+	install -D -m 644 $(O)/libummunotify-verbs.a \
+		$(DESTDIR)$(LIBDIR)/libummunotify-verbs.a
+	install -d $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(MANDIR)/man3
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|' \
+	    -e 's|@VERSION@|$(VERBS_VERSION)|' verbs/libummunotify-verbs.pc.in \
+	    >$(DESTDIR)$(PKGCONFIGDIR)/libummunotify-verbs.pc
+	install -m 644 verbs/man/*.3 $(DESTDIR)$(MANDIR)/man3/
+
+-include $(VERBS_OBJS:.o=.d)
+endif
