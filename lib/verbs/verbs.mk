@@ -5,6 +5,8 @@
 # ../Makefile; built only where <infiniband/verbs.h> is, and then
 #
 # all			also libummunotify-verbs.{so,a}
+# check			also its host test (plain, ASan and UBSan) and an
+#			install check
 # install		also its library, header, pkg-config file, man pages
 
 HAVE_VERBS	:= $(shell printf '\043include <infiniband/verbs.h>\n' | \
@@ -56,6 +58,37 @@ install-verbs: $(VERBS_LIBS)
 	    -e 's|@VERSION@|$(VERBS_VERSION)|' verbs/libummunotify-verbs.pc.in \
 	    >$(DESTDIR)$(PKGCONFIGDIR)/libummunotify-verbs.pc
 	install -m 644 verbs/man/*.3 $(DESTDIR)$(MANDIR)/man3/
+
+# The host test: what needs a device is wrapped at link time (see it).
+MR_TEST_WRAP	:= -Wl,--wrap=umn_open,--wrap=ibv_reg_mr_iova2 \
+		   -Wl,--wrap=ibv_dereg_mr
+MR_TEST_DEPS	:= tests/rdma/test-mr-cache.c verbs/mr_cache.c $(VERBS_HDR) \
+		   $(TEST_COMMON) $(SRCS:%=src/%) $(wildcard src/*.h) \
+		   include/ummunotify.h
+
+.PHONY: check-verbs
+check: check-verbs
+
+$(O)/tests/test-mr-cache: $(MR_TEST_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(VERBS_CFLAGS) -o $@ tests/rdma/test-mr-cache.c \
+		verbs/mr_cache.c tests/double.c $(SRCS:%=src/%) \
+		$(MR_TEST_WRAP) $(LDLIBS)
+
+$(O)/tests/san/test-mr-cache: $(MR_TEST_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(VERBS_CFLAGS) -O1 -fsanitize=address,undefined \
+		-fno-sanitize-recover=all -o $@ tests/rdma/test-mr-cache.c \
+		verbs/mr_cache.c tests/double.c $(SRCS:%=src/%) \
+		$(MR_TEST_WRAP) $(LDLIBS)
+
+check-verbs: $(VERBS_LIBS) $(O)/tests/test-mr-cache \
+	     $(O)/tests/san/test-mr-cache
+	@set -e; for t in $(O)/tests/test-mr-cache \
+			  $(O)/tests/san/test-mr-cache; do \
+		echo "== $$t"; $$t; \
+	done
+	@tests/rdma/installed-verbs.sh $(O)
 
 -include $(VERBS_OBJS:.o=.d)
 endif
