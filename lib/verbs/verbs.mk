@@ -7,6 +7,9 @@
 # all			also libummunotify-verbs.{so,a}
 # check			also its host test (plain, ASan and UBSan) and an
 #			install check
+# guest-tests		also $(O)/tests/rdma-guest-test
+# check-guest-rdma KERNELS="..."  run that under tests/rdma/with-rxe in a
+#			guest of each kernel
 # install		also its library, header, pkg-config file, man pages
 
 HAVE_VERBS	:= $(shell printf '\043include <infiniband/verbs.h>\n' | \
@@ -89,6 +92,30 @@ check-verbs: $(VERBS_LIBS) $(O)/tests/test-mr-cache \
 		echo "== $$t"; $$t; \
 	done
 	@tests/rdma/installed-verbs.sh $(O)
+
+# The guest test, against the built libraries as a program would be; only
+# umn_open() is wrapped, to turn invalidation off (see the test).
+RDMA_TEST_SRCS	:= tests/rdma/rdma-guest-test.c tests/rdma/rc.c \
+		   tests/double.c
+
+.PHONY: check-guest-rdma
+guest-tests: $(O)/tests/rdma-guest-test
+
+$(O)/tests/rdma-guest-test: $(RDMA_TEST_SRCS) tests/rdma/rc.h $(VERBS_HDR) \
+			    $(TEST_COMMON) $(O)/libummunotify-verbs.a \
+			    $(O)/libummunotify.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(VERBS_CFLAGS) -o $@ $(RDMA_TEST_SRCS) \
+		$(O)/libummunotify-verbs.a $(O)/libummunotify.a \
+		-Wl,--wrap=umn_open -libverbs $(LDLIBS)
+
+check-guest-rdma: $(O)/tests/rdma-guest-test
+	@set -e; for k in $(KERNELS); do \
+		echo "== rdma-guest-test on $$k"; \
+		$(TOP)/tools/testing/vm-run -k $$k \
+			-m $(TOP)/build/$$k/ummunotify.ko -- \
+			$(CURDIR)/tests/rdma/with-rxe $<; \
+	done
 
 -include $(VERBS_OBJS:.o=.d)
 endif
