@@ -1,170 +1,290 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * A registration cache catching an munmap, in thirty lines of output.
+ * A registration cache catching an munmap, in about fifteen lines.
  *
- * The "NIC registration" here is a copy of the buffer's contents taken
- * when the buffer is registered: like a real one, it keeps describing the
- * old memory after the application unmaps and remaps the address.  The
- * cache asks /dev/ummunotify whether anything changed: one load of the
- * counter page on every lookup, read() only when the counter moved.
+ * With an RDMA device (make demo sets up a soft-RoCE one in the guest,
+ * with lib/tests/rdma/with-rxe), the buffer is registered with
+ * ibv_reg_mr() through libummunotify-verbs, and a second queue pair, the
+ * peer, reads it with RDMA READ.  Without one, a stand-in: registering
+ * copies the buffer, and the peer reads the copy; like a real
+ * registration, it keeps describing the old memory after an munmap.
+ *
+ * The demo holds on to the first registration while the cache replaces
+ * it, so the peer can read through both: the old one shows what a cache
+ * that missed the munmap would send.  Exits 1 if the cache missed it.
  */
+#define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
-#include <linux/ummunotify.h>
+#include <ummunotify.h>
+#ifdef UMN_HAVE_VERBS
+#include <ummunotify-verbs.h>
+#include "rc.h"
+#endif
 
 #define BUF_LEN		(64 * 1024)
-#define MAX_ENTRIES	16
+#define MAX_COPIES	8
 
-struct entry {
-	uintptr_t start, end;
-	uint64_t cookie;
-	char snapshot[16];	/* what the "NIC" sees */
-	int valid;
+/* The cache and the peer, whichever the NIC. */
+struct nic {
+	char name[96];
+	/* Look [addr, +BUF_LEN) up in the cache: a reference, and a key. */
+	void *(*get)(void *addr, uint32_t *key);
+	void (*put)(void *ref);
+	/* The peer reads BUF_LEN bytes at addr through key into out. */
+	bool (*read)(void *addr, uint32_t key, char *out);
+	void (*stats)(struct umn_cache_stats *stats);
 };
 
-static struct {
-	int fd;
-	volatile const uint64_t *counter;
-	uint64_t seen;		/* counter value of the last LAST event */
-	uint64_t next_cookie;
-	struct entry entries[MAX_ENTRIES];
-	unsigned int hits, misses, invalidations;
-} cache;
-
-static void die(const char *what)
+static void die(const char *what, int err)
 {
-	fprintf(stderr, "ummunotify-demo: %s: %s\n", what, strerror(errno));
+	fprintf(stderr, "ummunotify-demo: %s: %s\n", what, strerror(err));
 	exit(1);
 }
 
-/* The only system calls a hit ever costs: none, unless the counter moved. */
-static void cache_sync(void)
-{
-	struct ummunotify_event ev[8];
-	ssize_t n;
+/* The stand-in NIC: a registration is a copy, its key an index here. */
+static struct umn_cache *copy_cache;
+static char *copies[MAX_COPIES];
 
-	if (*cache.counter == cache.seen)
+static int copy_reg(void *arg, void *addr, size_t len, void **handle)
+{
+	uint32_t key = 1;
+
+	(void)arg;
+	while (key < MAX_COPIES && copies[key])
+		key++;
+	if (key == MAX_COPIES)
+		return -ENOSPC;
+	copies[key] = malloc(len);
+	if (!copies[key])
+		return -ENOMEM;
+	memcpy(copies[key], addr, len);
+	*handle = (void *)(uintptr_t)key;
+	return 0;
+}
+
+static void copy_dereg(void *arg, void *addr, size_t len, void *handle)
+{
+	uint32_t key = (uintptr_t)handle;
+
+	(void)arg;
+	(void)addr;
+	(void)len;
+	free(copies[key]);
+	copies[key] = NULL;
+}
+
+static void *copy_get(void *addr, uint32_t *key)
+{
+	struct umn_cache_entry *e;
+	int ret = umn_cache_get(copy_cache, addr, BUF_LEN, &e);
+
+	if (ret)
+		die("umn_cache_get", -ret);
+	*key = (uintptr_t)e->handle;
+	return e;
+}
+
+static void copy_put(void *ref)
+{
+	umn_cache_put(copy_cache, ref);
+}
+
+static bool copy_read(void *addr, uint32_t key, char *out)
+{
+	(void)addr;
+	memcpy(out, copies[key], BUF_LEN);
+	return true;
+}
+
+static void copy_stats(struct umn_cache_stats *stats)
+{
+	umn_cache_stats(copy_cache, stats);
+}
+
+static void open_stand_in(struct nic *nic)
+{
+	struct umn_cache_attr attr = { .reg = copy_reg, .dereg = copy_dereg };
+	struct umn *u;
+	int ret = umn_open(&u, NULL);
+
+	if (ret)
+		die("/dev/ummunotify (is the module loaded?)", -ret);
+	ret = umn_cache_create(u, &attr, &copy_cache);
+	if (ret)
+		die("umn_cache_create", -ret);
+	*nic = (struct nic){
+		.name = "a stand-in NIC (no RDMA device): registering copies the buffer",
+		.get = copy_get, .put = copy_put, .read = copy_read,
+		.stats = copy_stats,
+	};
+}
+
+#ifdef UMN_HAVE_VERBS
+/* The real thing: the owner's MRs, read by the peer's queue pair. */
+static struct rc owner, peer;
+static struct umn_mr_cache *mr_cache;
+
+static void *mr_get(void *addr, uint32_t *key)
+{
+	struct umn_mr_ref *ref;
+	struct ibv_mr *mr = umn_reg_mr_cached(mr_cache, addr, BUF_LEN,
+					      IBV_ACCESS_LOCAL_WRITE |
+					      IBV_ACCESS_REMOTE_READ, &ref);
+
+	if (!mr)
+		die("umn_reg_mr_cached", errno);
+	*key = mr->rkey;
+	return ref;
+}
+
+static void mr_put(void *ref)
+{
+	umn_mr_put(ref);
+}
+
+static bool mr_read(void *addr, uint32_t key, char *out)
+{
+	if (rc_read(&peer, (uintptr_t)addr, key, BUF_LEN))
+		return false;
+	memcpy(out, peer.buf, BUF_LEN);
+	return true;
+}
+
+static void mr_stats(struct umn_cache_stats *stats)
+{
+	umn_mr_cache_stats(mr_cache, stats);
+}
+
+/* False if there is no RoCE device to use. */
+static bool open_rdma(struct nic *nic)
+{
+	struct rc_addr owner_addr, peer_addr;
+	int ret;
+
+	if (rc_open(&owner))
+		return false;
+	ret = rc_open(&peer);
+	if (ret)
+		die("the peer's queue pair", -ret);
+	rc_addr(&owner, &owner_addr);
+	rc_addr(&peer, &peer_addr);
+	ret = rc_connect(&owner, &peer_addr);
+	if (!ret)
+		ret = rc_connect(&peer, &owner_addr);
+	if (ret)
+		die("connecting the queue pairs", -ret);
+	mr_cache = umn_mr_cache_create(owner.pd, NULL);
+	if (!mr_cache)
+		die("umn_mr_cache_create (is the module loaded?)", errno);
+	*nic = (struct nic){
+		.get = mr_get, .put = mr_put, .read = mr_read,
+		.stats = mr_stats,
+	};
+	snprintf(nic->name, sizeof(nic->name),
+		 "%s (ibv_reg_mr(), RDMA READ by a peer queue pair)",
+		 ibv_get_device_name(owner.ctx->device));
+	return true;
+}
+#endif
+
+static void open_nic(struct nic *nic)
+{
+#ifdef UMN_HAVE_VERBS
+	if (open_rdma(nic))
 		return;
-	printf("    counter %llu -> %llu: the kernel says something changed\n",
-	       (unsigned long long)cache.seen,
-	       (unsigned long long)*cache.counter);
-	for (;;) {
-		n = read(cache.fd, ev, sizeof(ev));
-		if (n < 0)
-			die("read");
-		for (int i = 0; i < n / (ssize_t)sizeof(ev[0]); i++) {
-			if (ev[i].type == UMMUNOTIFY_EVENT_TYPE_LAST) {
-				cache.seen = ev[i].user_cookie_counter;
-				return;
-			}
-			for (int j = 0; j < MAX_ENTRIES; j++) {
-				struct entry *e = &cache.entries[j];
-
-				if (!e->valid ||
-				    e->cookie != ev[i].user_cookie_counter)
-					continue;
-				printf("    INVAL cookie %llu [%#llx, %#llx): entry dropped\n",
-				       (unsigned long long)e->cookie,
-				       (unsigned long long)ev[i].hint_start,
-				       (unsigned long long)ev[i].hint_end);
-				ioctl(cache.fd, UMMUNOTIFY_UNREGISTER_REGION,
-				      &e->cookie);
-				e->valid = 0;
-				cache.invalidations++;
-			}
-		}
-	}
+#endif
+	open_stand_in(nic);
 }
 
-static struct entry *cache_get(void *addr, size_t len)
+static char *map_filled(void *where, char c)
 {
-	uintptr_t start = (uintptr_t)addr, end = start + len;
-	struct ummunotify_register_ioctl r = { .start = start, .end = end };
-	struct entry *free_slot = NULL;
-
-	cache_sync();
-	for (int j = 0; j < MAX_ENTRIES; j++) {
-		struct entry *e = &cache.entries[j];
-
-		if (e->valid && e->start <= start && end <= e->end) {
-			cache.hits++;
-			printf("    cache hit, cookie %llu\n",
-			       (unsigned long long)e->cookie);
-			return e;
-		}
-		if (!e->valid && !free_slot)
-			free_slot = e;
-	}
-	if (!free_slot) {
-		errno = ENOSPC;
-		die("cache full");
-	}
-	/* Watch first, then register: an munmap in between is caught. */
-	r.user_cookie = ++cache.next_cookie;
-	if (ioctl(cache.fd, UMMUNOTIFY_REGISTER_REGION, &r))
-		die("UMMUNOTIFY_REGISTER_REGION");
-	*free_slot = (struct entry){ start, end, r.user_cookie, { 0 }, 1 };
-	memcpy(free_slot->snapshot, addr, sizeof(free_slot->snapshot) - 1);
-	cache.misses++;
-	printf("    cache miss: registered [%#lx, +%zu KiB) as cookie %llu\n",
-	       (unsigned long)start, len / 1024,
-	       (unsigned long long)r.user_cookie);
-	return free_slot;
-}
-
-static void *map_filled(void *where, char c)
-{
-	void *p = mmap(where, BUF_LEN, PROT_READ | PROT_WRITE,
+	char *p = mmap(where, BUF_LEN, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS | (where ? MAP_FIXED : 0),
 		       -1, 0);
 
 	if (p == MAP_FAILED)
-		die("mmap");
+		die("mmap", errno);
 	memset(p, c, BUF_LEN);
 	return p;
 }
 
+/* A lookup, and what the cache did for it. */
+static void *lookup(struct nic *nic, char *buf, uint32_t *key)
+{
+	struct umn_cache_stats before, after;
+	void *ref;
+
+	nic->stats(&before);
+	ref = nic->get(buf, key);
+	nic->stats(&after);
+	if (after.invalidations > before.invalidations)
+		printf("     the kernel reported the munmap: the cache dropped the old registration\n");
+	if (after.misses > before.misses)
+		printf("     miss: registered [%p, +%d KiB), key %#x\n", buf,
+		       BUF_LEN / 1024, *key);
+	else
+		printf("     hit: key %#x\n", *key);
+	return ref;
+}
+
+/* The peer reads through key: true if it gets what the buffer holds. */
+static bool peer_reads(struct nic *nic, char *buf, uint32_t key,
+		       const char *which, char *seen)
+{
+	bool read = nic->read(buf, key, seen);
+	bool same = read && !memcmp(seen, buf, BUF_LEN);
+
+	printf("     %s key %#x: \"%.4s...\"  %s\n", which, key,
+	       read ? seen : "????", !read ? "(the read failed)" : same ?
+	       "correct" : "STALE (what a cache that missed the munmap sends)");
+	return same;
+}
+
 int main(void)
 {
-	struct entry *e;
-	char *buf;
+	char *buf, *seen = malloc(BUF_LEN);
+	struct umn_cache_stats stats;
+	uint32_t old_key, key;
+	void *old_ref, *ref;
+	struct nic nic;
+	bool fresh;
 
-	cache.fd = open("/dev/ummunotify", O_RDONLY);
-	if (cache.fd < 0)
-		die("open /dev/ummunotify (is the module loaded?)");
-	cache.counter = mmap(NULL, sizeof(uint64_t), PROT_READ, MAP_SHARED,
-			     cache.fd, 0);
-	if (cache.counter == MAP_FAILED)
-		die("mmap counter");
+	if (!seen)
+		die("malloc", ENOMEM);
+	open_nic(&nic);
+	printf("ummunotify demo on %s\n\n", nic.name);
 
-	printf("ummunotify demo: a registration cache learns of an munmap from the kernel\n\n");
 	buf = map_filled(NULL, 'A');
-	printf("1. send from a new buffer (contents \"AAAA...\")\n");
-	cache_get(buf, BUF_LEN);
-	printf("2. send from it again\n");
-	cache_get(buf, BUF_LEN);
-
-	printf("3. free it (munmap) and get new memory at the same address (\"BBBB...\")\n");
+	printf("1. register a %d KiB buffer holding \"AAAA...\" through the cache\n",
+	       BUF_LEN / 1024);
+	old_ref = lookup(&nic, buf, &old_key);
+	printf("2. look it up again\n");
+	nic.put(lookup(&nic, buf, &key));
+	printf("3. munmap it, map new memory at the same address, fill it with \"BBBB...\"\n");
 	if (munmap(buf, BUF_LEN))
-		die("munmap");
+		die("munmap", errno);
 	map_filled(buf, 'B');
+	printf("4. look it up again\n");
+	ref = lookup(&nic, buf, &key);
+	printf("5. the peer reads the buffer through the old key and the new one\n");
+	peer_reads(&nic, buf, old_key, "old", seen);
+	fresh = peer_reads(&nic, buf, key, "new", seen);
+	nic.put(old_ref);
+	nic.put(ref);
 
-	printf("4. send from it again\n");
-	e = cache_get(buf, BUF_LEN);
-	printf("    the NIC now sends \"%.4s...\", the buffer holds \"%.4s...\": %s\n\n",
-	       e->snapshot, buf,
-	       memcmp(e->snapshot, buf, 4) ? "STALE DATA" : "correct");
-
-	printf("hits %u, misses %u, invalidations %u\n", cache.hits,
-	       cache.misses, cache.invalidations);
-	return !(cache.hits == 1 && cache.misses == 2 &&
-		 cache.invalidations == 1 && !memcmp(e->snapshot, buf, 4));
+	nic.stats(&stats);
+	printf("\ncache: hits %llu, misses %llu, invalidations %llu: %s\n",
+	       (unsigned long long)stats.hits,
+	       (unsigned long long)stats.misses,
+	       (unsigned long long)stats.invalidations,
+	       fresh && stats.invalidations == 1 ?
+	       "the munmap was caught" : "FAILED: the munmap was missed");
+	return !(fresh && stats.invalidations == 1);
 }
