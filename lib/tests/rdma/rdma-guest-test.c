@@ -5,6 +5,7 @@
  * the MR cache, a peer process RDMA-READs it over an RC queue pair.  The
  * owner then unmaps the buffer and maps different bytes at the same
  * address, looks it up again, and the peer must read the new bytes.
+ * Again with the handles on the 2010 ABI (UMN_OPEN_LEGACY).
  *
  * The same scenario runs again with invalidation off: the binding opens
  * its /dev/ummunotify handles through umn_open(), which this program
@@ -236,9 +237,16 @@ static void print_stats(struct umn_mr_cache *c)
 	       (unsigned long long)s.deregistrations);
 }
 
-static void scenario_remap(bool invalidate)
+/* How the cache's handles are opened, and whether they report anything. */
+struct mode {
+	const char *name;
+	bool invalidate;
+	uint32_t flags;		/* umn_attr.flags */
+};
+
+static void scenario_remap(const struct mode *mode)
 {
-	const char *mode = invalidate ? "invalidation on" : "invalidation off";
+	struct umn_mr_cache_attr attr = { .umn.flags = mode->flags };
 	char *seen = malloc(BUF_LEN), name[160];
 	struct umn_cache_stats stats;
 	struct umn_mr_cache *c;
@@ -250,9 +258,9 @@ static void scenario_remap(bool invalidate)
 
 	if (!seen)
 		bail_out("malloc", ENOMEM);
-	invalidation_off = !invalidate;
+	invalidation_off = !mode->invalidate;
 	peer_start(&peer);
-	c = umn_mr_cache_create(peer.rc.pd, NULL);
+	c = umn_mr_cache_create(peer.rc.pd, &attr);
 	if (!c)
 		bail_out("umn_mr_cache_create", errno);
 
@@ -260,14 +268,14 @@ static void scenario_remap(bool invalidate)
 	mr = get_mr(c, buf, REMOTE_ACCESS, &ref);
 	status = peer_read(&peer, buf, mr->rkey, BUF_LEN, seen);
 	snprintf(name, sizeof(name),
-		 "%s: the peer reads the registered buffer", mode);
+		 "%s: the peer reads the registered buffer", mode->name);
 	ok(status == IBV_WC_SUCCESS && holds(seen, 'A'), name);
 	umn_mr_put(ref);
 
 	again = get_mr(c, buf, REMOTE_ACCESS, &ref);
 	umn_mr_cache_stats(c, &stats);
 	snprintf(name, sizeof(name),
-		 "%s: a second lookup is a hit on the same MR", mode);
+		 "%s: a second lookup is a hit on the same MR", mode->name);
 	ok(again == mr && stats.hits == 1 && stats.misses == 1, name);
 	umn_mr_put(ref);
 
@@ -282,17 +290,19 @@ static void scenario_remap(bool invalidate)
 	       "the buffer holds \"%.4s...\"\n",
 	       status == IBV_WC_SUCCESS ? seen : "????", status, buf);
 	print_stats(c);
-	if (invalidate) {
+	if (mode->invalidate) {
+		snprintf(name, sizeof(name), "%s: after munmap and a new "
+			 "mapping at the address, the peer reads the new bytes",
+			 mode->name);
 		ok(status == IBV_WC_SUCCESS && holds(seen, 'B') &&
 		   stats.invalidations == 1 && stats.misses == 2 &&
-		   stats.deregistrations == 1,
-		   "invalidation on: after munmap and a new mapping at the "
-		   "address, the peer reads the new bytes");
+		   stats.deregistrations == 1, name);
 	} else {
+		snprintf(name, sizeof(name), "%s: after munmap and a new "
+			 "mapping at the address, the peer reads the stale "
+			 "bytes", mode->name);
 		ok(status == IBV_WC_SUCCESS && holds(seen, 'A') &&
-		   stats.invalidations == 0 && stats.hits == 2,
-		   "invalidation off: after munmap and a new mapping at the "
-		   "address, the peer reads the stale bytes");
+		   stats.invalidations == 0 && stats.hits == 2, name);
 	}
 	umn_mr_put(ref);
 
@@ -378,12 +388,19 @@ static void skip_unless_ready(void)
 
 int main(void)
 {
+	static const struct mode modes[] = {
+		{ "invalidation on", true, 0 },
+		{ "invalidation on, 2010 ABI", true, UMN_OPEN_LEGACY },
+		{ "invalidation off", false, 0 },
+	};
+	unsigned int i;
+
 	printf("TAP version 13\n");
 	skip_unless_ready();
-	printf("1..10\n");
+	printf("1..13\n");
 	fflush(stdout);
-	scenario_remap(true);
-	scenario_remap(false);
+	for (i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
+		scenario_remap(&modes[i]);
 	scenario_access();
 	return failures ? 1 : 0;
 }
