@@ -74,7 +74,7 @@ int rc_open(struct rc *rc)
 		.port_num = RC_PORT,
 		.qp_access_flags = IBV_ACCESS_REMOTE_READ,
 	};
-	int ret = -ENODEV;
+	int ret;
 
 	memset(rc, 0, sizeof(*rc));
 	rc->ctx = open_device();

@@ -224,17 +224,22 @@ static struct ibv_mr *get_mr(struct umn_mr_cache *c, void *addr, int access,
 	return mr;
 }
 
-static void print_stats(struct umn_mr_cache *c)
+static void print_stats(const struct umn_cache_stats *s)
 {
-	struct umn_cache_stats s;
-
-	umn_mr_cache_stats(c, &s);
 	printf("# hits %llu, misses %llu, invalidations %llu, "
 	       "registrations %llu, deregistrations %llu\n",
-	       (unsigned long long)s.hits, (unsigned long long)s.misses,
-	       (unsigned long long)s.invalidations,
-	       (unsigned long long)s.registrations,
-	       (unsigned long long)s.deregistrations);
+	       (unsigned long long)s->hits, (unsigned long long)s->misses,
+	       (unsigned long long)s->invalidations,
+	       (unsigned long long)s->registrations,
+	       (unsigned long long)s->deregistrations);
+}
+
+static void destroy(struct umn_mr_cache *c)
+{
+	int ret = umn_mr_cache_destroy(c);
+
+	if (ret)
+		bail_out("umn_mr_cache_destroy", ret);
 }
 
 /* How the cache's handles are opened, and whether they report anything. */
@@ -289,7 +294,7 @@ static void scenario_remap(const struct mode *mode)
 	printf("# after the remap the peer reads \"%.4s...\" (status %d), "
 	       "the buffer holds \"%.4s...\"\n",
 	       status == IBV_WC_SUCCESS ? seen : "????", status, buf);
-	print_stats(c);
+	print_stats(&stats);
 	if (mode->invalidate) {
 		snprintf(name, sizeof(name), "%s: after munmap and a new "
 			 "mapping at the address, the peer reads the new bytes",
@@ -306,8 +311,7 @@ static void scenario_remap(const struct mode *mode)
 	}
 	umn_mr_put(ref);
 
-	if (umn_mr_cache_destroy(c))
-		bail_out("umn_mr_cache_destroy", EBUSY);
+	destroy(c);
 	free_doubles();
 	munmap(buf, BUF_LEN);
 	peer_stop(&peer);
@@ -356,8 +360,7 @@ static void scenario_access(void)
 
 	umn_mr_put(local_ref);
 	umn_mr_put(remote_ref);
-	if (umn_mr_cache_destroy(c))
-		bail_out("umn_mr_cache_destroy", EBUSY);
+	destroy(c);
 	munmap(buf, BUF_LEN);
 	peer_stop(&peer);
 	free(seen);
