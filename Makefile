@@ -50,11 +50,25 @@ lib:
 selftests:
 	$(MAKE) -C selftests/ummunotify O=$(B)/selftests
 
+# The demo runs on libummunotify's cache; where libibverbs is, also on
+# libummunotify-verbs, with the RDMA test's queue pairs (lib/tests/rdma/rc.c).
+HAVE_VERBS := $(shell printf '\043include <infiniband/verbs.h>\n' | \
+		$(CC) -E -x c - >/dev/null 2>&1 && echo y)
+DEMO_SRCS := tools/ummunotify-demo.c
+DEMO_CFLAGS := -I$(TOP)/lib/include
+DEMO_LIBS := $(B)/lib/libummunotify.a -pthread
+ifeq ($(HAVE_VERBS),y)
+DEMO_SRCS += lib/tests/rdma/rc.c
+DEMO_CFLAGS += -DUMN_HAVE_VERBS -I$(TOP)/lib/verbs/include \
+	       -I$(TOP)/lib/tests/rdma
+DEMO_LIBS := $(B)/lib/libummunotify-verbs.a $(DEMO_LIBS) -libverbs
+endif
+
 TOOLS := $(B)/tools/ummunotify-demo
 tools: $(TOOLS)
-$(B)/tools/%: tools/%.c include/uapi/linux/ummunotify.h
+$(B)/tools/ummunotify-demo: $(DEMO_SRCS) lib
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $<
+	$(CC) $(CFLAGS) $(DEMO_CFLAGS) -o $@ $(DEMO_SRCS) $(DEMO_LIBS)
 
 check: all
 	tools/testing/run-checks $(KERNELS)
@@ -62,7 +76,7 @@ check: all
 demo: modules tools
 	tools/testing/vm-run -k $(firstword $(KERNELS)) \
 		-m $(B)/$(firstword $(KERNELS))/ummunotify.ko \
-		-- $(B)/tools/ummunotify-demo
+		-- lib/tests/rdma/with-rxe $(B)/tools/ummunotify-demo
 
 install: modules install-headers
 	$(MAKE) -C lib O=$(B)/lib DESTDIR=$(DESTDIR) PREFIX=$(PREFIX) install

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -2587,6 +2588,73 @@ TEST_F_TIMEOUT(native, concurrent_watches_and_unmaps_never_leave_a_stale_generat
 	for (i = 0; i < s->generations.n; i++)
 		vec_push(&gens, (__u64 *)s->generations.v + i, sizeof(__u64));
 	EXPECT_TRUE(generations_unique(_metadata, gens.v, gens.n));
+}
+
+/* Tracepoints: register, invalidate (published or filtered), unregister. */
+#define TRACING		"/sys/kernel/tracing/"
+
+static int write_text(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_TRUNC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = write(fd, text, strlen(text));
+	close(fd);
+	return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+static void expect_traced(struct __test_metadata *_metadata,
+			  const char *trace, const char *line)
+{
+	EXPECT_NE(NULL, strstr(trace, line))
+		TH_LOG("no \"%s\" in the trace:\n%s", line, trace);
+}
+
+TEST_F(native, tracepoints_show_register_invalidate_and_unregister)
+{
+	static char trace[1 << 16];
+	unsigned long start = (unsigned long)self->buf;
+	struct ummunotify_watch w;
+	char want[128];
+	ssize_t n;
+	int fd;
+
+	if (access(TRACING "trace", F_OK) &&
+	    mount("tracefs", TRACING, "tracefs", 0, NULL))
+		SKIP(return, "no tracefs");
+	if (access(TRACING "events/ummunotify/enable", F_OK))
+		SKIP(return, "this kernel has no tracepoints");
+	ASSERT_EQ(0, write_text(TRACING "trace", ""));
+	ASSERT_EQ(0, write_text(TRACING "events/ummunotify/enable", "1"));
+
+	w = watch_range(_metadata, self->u.fd, self->buf, ps, 4242, 0);
+	ASSERT_EQ(0, mprotect(self->buf, ps, PROT_READ));
+	clear_page(_metadata, self->buf);
+	ASSERT_EQ(0, unwatch(self->u.fd, w.user_cookie));
+
+	ASSERT_EQ(0, write_text(TRACING "events/ummunotify/enable", "0"));
+	fd = open(TRACING "trace", O_RDONLY);
+	ASSERT_LE(0, fd);
+	n = read(fd, trace, sizeof(trace) - 1);
+	close(fd);
+	ASSERT_LT(0, n);
+	trace[n] = '\0';
+
+	snprintf(want, sizeof(want),
+		 "ummunotify_register: cookie=4242 [%#lx, %#lx) slot=%u ret=0",
+		 start, start + ps, w.slot);
+	expect_traced(_metadata, trace, want);
+	snprintf(want, sizeof(want),
+		 "ummunotify_invalidate: cookie=4242 [%#lx, %#lx) cause=%u filtered",
+		 start, start + ps, UMMUNOTIFY_CAUSE_PROTECTION);
+	expect_traced(_metadata, trace, want);
+	snprintf(want, sizeof(want),
+		 "ummunotify_invalidate: cookie=4242 [%#lx, %#lx) cause=%u published",
+		 start, start + ps, UMMUNOTIFY_CAUSE_CLEAR);
+	expect_traced(_metadata, trace, want);
+	expect_traced(_metadata, trace, "ummunotify_unregister: cookie=4242 ret=0");
 }
 
 int main(int argc, char **argv)
