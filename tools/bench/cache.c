@@ -186,8 +186,6 @@ static void cache_child(const void *arg)
 void measure_cache(void)
 {
 	struct cache_out *out = shared;
-	double eq[REPS];
-	int r;
 
 	section(6, "libummunotify's registration cache");
 	in_child(cache_child, NULL);
@@ -197,21 +195,17 @@ void measure_cache(void)
 		return;
 	}
 	row("cache", "hit, any of 100000 entries", "ns", out->hit, REPS);
-	for (r = 0; r < REPS; r++)
-		eq[r] = out->hit[r] / out->hit_getpid[r];
-	row("cache", "hit, any of 100000 entries", "getpid", eq, REPS);
+	ratio_row("cache", "hit, any of 100000 entries", "getpid", out->hit,
+		  out->hit_getpid, REPS);
 	row("cache", "hit, the same entry each time", "ns", out->hot, REPS);
-	for (r = 0; r < REPS; r++)
-		eq[r] = out->hot[r] / out->hit_getpid[r];
-	row("cache", "hit, the same entry each time", "getpid", eq, REPS);
+	ratio_row("cache", "hit, the same entry each time", "getpid",
+		  out->hot, out->hit_getpid, REPS);
 	if (!out->rdma) {
 		note("no miss timed: no <infiniband/verbs.h> at build time, or no RDMA device");
 		return;
 	}
 	row("cache", "miss: ibv_dereg_mr + ibv_reg_mr 64 KiB", "ns",
 	    out->miss, REPS);
-	for (r = 0; r < REPS; r++)
-		eq[r] = out->miss[r] / out->miss_getpid[r];
-	row("cache", "miss: ibv_dereg_mr + ibv_reg_mr 64 KiB", "getpid", eq,
-	    REPS);
+	ratio_row("cache", "miss: ibv_dereg_mr + ibv_reg_mr 64 KiB", "getpid",
+		  out->miss, out->miss_getpid, REPS);
 }

@@ -52,9 +52,7 @@ static void check_child(const void *arg)
 void measure_check(void)
 {
 	struct check_out *out = shared;
-	double ratio[REPS];
 	struct summary s;
-	int r;
 
 	section(1, "Validity check of one cached entry, against getpid()");
 	for_each(b, watchers) {
@@ -62,9 +60,8 @@ void measure_check(void)
 		if (b == watchers)
 			row("", "getpid()", "ns", out->getpid, REPS);
 		row((*b)->name, "check", "ns", out->check, REPS);
-		for (r = 0; r < REPS; r++)
-			ratio[r] = out->getpid[r] / out->check[r];
-		s = row((*b)->name, "getpid() / check", "x", ratio, REPS);
+		s = ratio_row((*b)->name, "getpid() / check", "x", out->getpid,
+			      out->check, REPS);
 		if (*b == &native_backend)
 			goal("check: 200x cheaper than getpid",
 			     "native check, times cheaper than getpid()",
@@ -173,27 +170,24 @@ static long slab_size(void)
 void measure_pairs(void)
 {
 	struct pair_out *out = shared;
-	double eq[REPS], med[NR_LIVES], worst;
+	double med[NR_LIVES], worst;
 	struct summary s;
 	char what[64];
 	size_t i;
-	int r;
 
 	section(2, "Watch + unwatch of one region, with many regions live");
 	in_child(refused_child, NULL);
-	for (r = 0; r < REPS; r++)
-		eq[r] = out->pair[0][r] / out->getpid[0][r];
-	row("", "floor: 2 ioctl()s refused (ENOTTY)", "getpid", eq, REPS);
+	ratio_row("", "floor: 2 ioctl()s refused (ENOTTY)", "getpid",
+		  out->pair[0], out->getpid[0], REPS);
 	for_each(b, watchers) {
 		in_child(pair_child, *b);
 		worst = 0;
 		for (i = 0; i < NR_LIVES; i++) {
 			snprintf(what, sizeof(what), "pair, %u live", lives[i]);
 			row((*b)->name, what, "ns", out->pair[i], REPS);
-			for (r = 0; r < REPS; r++)
-				eq[r] = out->pair[i][r] / out->getpid[i][r];
-			med[i] = row((*b)->name, what, "getpid", eq,
-				     REPS).med;
+			med[i] = ratio_row((*b)->name, what, "getpid",
+					   out->pair[i], out->getpid[i],
+					   REPS).med;
 			if (med[i] > worst)
 				worst = med[i];
 		}
@@ -273,7 +267,7 @@ static void loop_child(const void *arg)
 static void loops(const struct backend *const *set, size_t n,
 		  struct loop_arg a, const char *what, struct summary *ratio)
 {
-	double ns[ARRAY_SIZE(all)][LOOP_REPS], x[LOOP_REPS];
+	double ns[ARRAY_SIZE(all)][LOOP_REPS];
 	char buf[64];
 	size_t i, k;
 	int r;
@@ -290,10 +284,9 @@ static void loops(const struct backend *const *set, size_t n,
 		row(set[k]->name, what, "ns", ns[k], LOOP_REPS);
 		if (!k)
 			continue;
-		for (r = 0; r < LOOP_REPS; r++)
-			x[r] = ns[k][r] / ns[0][r];
 		snprintf(buf, sizeof(buf), "%s / %s", what, set[0]->name);
-		ratio[k] = row(set[k]->name, buf, "x", x, LOOP_REPS);
+		ratio[k] = ratio_row(set[k]->name, buf, "x", ns[k], ns[0],
+				     LOOP_REPS);
 	}
 }
 

@@ -51,32 +51,29 @@ void in_child(void (*fn)(const void *arg), const void *arg)
 		exit(1);
 }
 
-char *map(size_t len)
+static char *anon(char *addr, size_t len, int prot, int flags)
 {
-	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	char *p = mmap(addr, len, prot, MAP_PRIVATE | MAP_ANONYMOUS | flags,
+		       -1, 0);
 
 	if (p == MAP_FAILED)
 		fail("mmap", -errno);
 	return p;
 }
 
-/* PROT_NONE address space: what is mapped into it merges with nothing. */
+char *map(size_t len)
+{
+	return anon(NULL, len, PROT_READ | PROT_WRITE, MAP_NORESERVE);
+}
+
 char *reserve(size_t len)
 {
-	char *p = mmap(NULL, len, PROT_NONE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-
-	if (p == MAP_FAILED)
-		fail("mmap", -errno);
-	return p;
+	return anon(NULL, len, PROT_NONE, MAP_NORESERVE);
 }
 
 void map_fixed(char *p, size_t len)
 {
-	if (mmap(p, len, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
-		fail("mmap", -errno);
+	anon(p, len, PROT_READ | PROT_WRITE, MAP_FIXED);
 }
 
 /* A write per page: each gets a page of its own. */
@@ -96,8 +93,7 @@ void open_backend(const struct backend *b, unsigned int max_entries)
 		fail(b->name, ret);
 }
 
-void watch(const struct backend *b, struct region *e, char *addr,
-		  size_t len)
+void watch(const struct backend *b, struct region *e, char *addr, size_t len)
 {
 	int ret;
 

@@ -98,6 +98,23 @@ struct summary row(const char *backend, const char *what, const char *unit,
 	return s;
 }
 
+struct summary ratio_row(const char *backend, const char *what,
+			 const char *unit, const double *num,
+			 const double *den, int n)
+{
+	double *q = malloc(n * sizeof(*q));
+	struct summary s;
+	int i;
+
+	if (!q)
+		fail("malloc", -ENOMEM);
+	for (i = 0; i < n; i++)
+		q[i] = num[i] / den[i];
+	s = row(backend, what, unit, q, n);
+	free(q);
+	return s;
+}
+
 void note(const char *fmt, ...)
 {
 	va_list ap;

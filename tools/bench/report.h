@@ -18,6 +18,10 @@ void section(int test, const char *title);
 /* A row of the table: @v[0..n) measured with @backend, in @unit. */
 struct summary row(const char *backend, const char *what, const char *unit,
 		const double *v, int n);
+/* A row of the ratios @num[i] / @den[i], i < n. */
+struct summary ratio_row(const char *backend, const char *what,
+			 const char *unit, const double *num,
+			 const double *den, int n);
 /* The same, recorded in results.json only. */
 struct summary record(const char *backend, const char *what, const char *unit,
 		   const double *v, int n);
