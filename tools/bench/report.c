@@ -58,10 +58,13 @@ static struct summary summarize(const double *v, int n)
 	return st;
 }
 
-/* Three significant digits, no exponent. */
-static const char *num(char *buf, double v)
+/* @digits significant digits, no exponent. */
+static const char *num(char *buf, double v, int digits)
 {
-	snprintf(buf, 24, v >= 1000 || v <= -1000 ? "%.0f" : "%.3g", v);
+	if (v >= 1000 || v <= -1000)
+		snprintf(buf, 24, "%.0f", v);
+	else
+		snprintf(buf, 24, "%.*g", digits, v);
 	return buf;
 }
 
@@ -90,9 +93,9 @@ struct summary row(const char *backend, const char *what, const char *unit,
 	struct summary s = record(backend, what, unit, v, n);
 	char a[24], b[24], c[24];
 
-	printf("   %-10s %-40s %10s %-8s", backend, what, num(a, s.med), unit);
+	printf("   %-10s %-40s %10s %-8s", backend, what, num(a, s.med, 3), unit);
 	if (n > 1)
-		printf(" [%s - %s]", num(b, s.lo), num(c, s.hi));
+		printf(" [%s - %s]", num(b, s.lo, 3), num(c, s.hi, 3));
 	printf("\n");
 	fflush(stdout);
 	return s;
@@ -210,8 +213,8 @@ void report_finish(const char *dir)
 		missed += !met(g);
 		printf("   %-6s  %d. %s: %s %s (goal %s %s %s)\n",
 		       met(g) ? "met" : "MISSED", g->test, g->what,
-		       num(a, g->value), g->unit, g->at_most ? "<=" : ">=",
-		       num(b, g->limit), g->unit);
+		       num(a, g->value, 4), g->unit, g->at_most ? "<=" : ">=",
+		       num(b, g->limit, 4), g->unit);
 	}
 	printf("   %d of %d goals met\n", nr_goals - missed, nr_goals);
 
@@ -226,7 +229,7 @@ void report_finish(const char *dir)
 
 		fprintf(f, "\"%s (%s)\" %g %d \"%s %s\"\n", g->label, tag,
 			g->at_most ? g->value / g->limit : g->limit / g->value,
-			met(g), num(a, g->value), g->unit);
+			met(g), num(a, g->value, 4), g->unit);
 	}
 	fclose(f);
 	f = create(dir, "chart.dat");
