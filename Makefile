@@ -4,6 +4,8 @@
 #                 selftests and tools
 # make check      every test, in QEMU guests; ends with "N passed, N failed"
 # make demo       a registration cache catching an munmap, in a guest
+# make bench      benchmarks in a guest per kernel: tables, build/bench/
+#                 results.json and bench.svg
 # make install    module, <linux/ummunotify.h>, libummunotify, udev rule
 #                 (DESTDIR=, PREFIX=)
 
@@ -28,7 +30,7 @@ MODULE_DEPS := $(MODULE_FILES) include/uapi/linux/ummunotify.h
 CFLAGS	?= -O2 -g
 CFLAGS	+= -Wall -Wextra -I$(TOP)/include/uapi
 
-.PHONY: all modules lib selftests tools check demo install install-headers clean
+.PHONY: all modules lib selftests tools check demo bench install install-headers clean
 all: modules lib selftests tools
 
 # Kbuild writes objects beside the sources, so each kernel gets its own
@@ -77,6 +79,9 @@ demo: modules tools
 	tools/testing/vm-run -k $(firstword $(KERNELS)) \
 		-m $(B)/$(firstword $(KERNELS))/ummunotify.ko \
 		-- lib/tests/rdma/with-rxe $(B)/tools/ummunotify-demo
+
+bench:
+	tools/bench/run $(KERNELS)
 
 install: modules install-headers
 	$(MAKE) -C lib O=$(B)/lib DESTDIR=$(DESTDIR) PREFIX=$(PREFIX) install
