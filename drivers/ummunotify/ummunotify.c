@@ -109,6 +109,7 @@ MODULE_PARM_DESC(pressure_interval_ms, "Minimum interval between two pressure ev
  * @ring_mask:		ring entries - 1
  * @wait:		readers and pollers
  * @fasync:		SIGIO subscribers
+ * @notifier_ops:	the file's own, so that a region finds its file
  */
 struct umn_file {
 	struct mm_struct *mm;
@@ -151,32 +152,41 @@ struct umn_file {
 
 	wait_queue_head_t wait;
 	struct fasync_struct *fasync;
+	struct mmu_interval_notifier_ops notifier_ops;
 };
 
 /**
- * struct umn_region - one registration
+ * struct umn_region - one registration: 128 bytes, the file found from
+ * the notifier's ops (see umn_region_file())
  * @notifier:	interval notifier over the watched range
- * @file:	owning file
  * @cookie_node: node in &umn_file.cookies
- * @report:	2010 ABI: node in &umn_file.reports while a report is
- *		pending, otherwise empty
- * @cookie:	user's cookie, unique within @file
- * @hint_start:	start of the part invalidated, valid when @hint
- * @hint_end:	end of the part invalidated, valid when @hint
+ * @cookie:	user's cookie, unique within the file
  * @slot:	generation slot, or UMMUNOTIFY_NO_SLOT
  * @causes:	BIT(UMMUNOTIFY_CAUSE_*) to publish
- * @hint:	the pending report covers one invalidation only
  */
 struct umn_region {
 	struct mmu_interval_notifier notifier;
-	struct umn_file *file;
 	struct rb_node cookie_node;
-	struct list_head report;
 	u64 cookie;
-	u64 hint_start;
-	u64 hint_end;
 	u32 slot;
 	u16 causes;
+};
+
+/**
+ * struct umn_queued_region - a registration of a file without a ring,
+ * whose reports wait in the 2010 queue
+ * @region:	the registration
+ * @report:	node in &umn_file.reports while a report is pending,
+ *		otherwise empty
+ * @hint_start:	start of the part invalidated, valid when @hint
+ * @hint_end:	end of the part invalidated, valid when @hint
+ * @hint:	the pending report covers one invalidation only
+ */
+struct umn_queued_region {
+	struct umn_region region;
+	struct list_head report;
+	u64 hint_start;
+	u64 hint_end;
 	bool hint;
 };
 
@@ -198,6 +208,7 @@ static atomic_long_t umn_nr_regions;
 static struct list_lru umn_pressure_lru;
 static bool umn_pressure_ready;
 static struct kmem_cache *umn_region_cache;
+static struct kmem_cache *umn_queued_cache;
 static struct kmem_cache *umn_file_cache;
 
 /* Before 6.3 (see Kbuild) */
@@ -247,6 +258,19 @@ static bool umn_is_owner(struct umn_file *file)
 static bool umn_has_ring(struct umn_file *file)
 {
 	return file->ring;
+}
+
+/* Saves a pointer in every region: 8 of the 128 bytes. */
+static struct umn_file *umn_region_file(struct umn_region *region)
+{
+	return container_of(region->notifier.ops, struct umn_file,
+			    notifier_ops);
+}
+
+/* Only for files without a ring, whose regions are all queued ones. */
+static struct umn_queued_region *umn_queued(struct umn_region *region)
+{
+	return container_of(region, struct umn_queued_region, region);
 }
 
 /*
@@ -323,14 +347,16 @@ static bool umn_ring_post(struct umn_file *file,
 static bool umn_queue_report(struct umn_file *file, struct umn_region *region,
 			     u64 start, u64 end)
 {
-	if (!list_empty(&region->report)) {
-		region->hint = false;
+	struct umn_queued_region *queued = umn_queued(region);
+
+	if (!list_empty(&queued->report)) {
+		queued->hint = false;
 		return false;
 	}
-	region->hint = true;
-	region->hint_start = start;
-	region->hint_end = end;
-	list_add_tail(&region->report, &file->reports);
+	queued->hint = true;
+	queued->hint_start = start;
+	queued->hint_end = end;
+	list_add_tail(&queued->report, &file->reports);
 	return true;
 }
 
@@ -395,7 +421,7 @@ static bool umn_invalidate(struct mmu_interval_notifier *notifier,
 {
 	struct umn_region *region = container_of(notifier, struct umn_region,
 						 notifier);
-	struct umn_file *file = region->file;
+	struct umn_file *file = umn_region_file(region);
 	unsigned int cause = umn_cause(range->event);
 	u64 start = max_t(u64, range->start, umn_region_start(region));
 	u64 end = min_t(u64, range->end, umn_region_end(region));
@@ -423,10 +449,6 @@ static bool umn_invalidate(struct mmu_interval_notifier *notifier,
 		umn_wake(file);
 	return true;
 }
-
-static const struct mmu_interval_notifier_ops umn_notifier_ops = {
-	.invalidate = umn_invalidate,
-};
 
 static struct umn_region *umn_find(struct umn_file *file, u64 cookie)
 {
@@ -642,21 +664,41 @@ static int umn_watch_range(const struct ummunotify_watch *watch,
 	return umn_check_range(*start, *end);
 }
 
+/*
+ * A region of the kind the file's mode needs.  regions_lock held: the
+ * mode is fixed once the file is set up, and it must be, or have no
+ * features, to have regions.
+ */
 static struct umn_region *umn_alloc_region(struct umn_file *file, u64 cookie,
 					   u32 causes)
 {
+	struct umn_queued_region *queued;
 	struct umn_region *region;
 
-	region = kmem_cache_zalloc(umn_region_cache, GFP_KERNEL);
+	if (umn_has_ring(file)) {
+		region = kmem_cache_zalloc(umn_region_cache, GFP_KERNEL);
+	} else {
+		queued = kmem_cache_zalloc(umn_queued_cache, GFP_KERNEL);
+		if (!queued)
+			return NULL;
+		INIT_LIST_HEAD(&queued->report);
+		region = &queued->region;
+	}
 	if (!region)
 		return NULL;
-	region->file = file;
 	region->cookie = cookie;
 	/* The end of the address space is always news. */
 	region->causes = causes | BIT(UMMUNOTIFY_CAUSE_RELEASE);
 	region->slot = UMMUNOTIFY_NO_SLOT;
-	INIT_LIST_HEAD(&region->report);
 	return region;
+}
+
+static void umn_free_region(struct umn_file *file, struct umn_region *region)
+{
+	if (umn_has_ring(file))
+		kmem_cache_free(umn_region_cache, region);
+	else
+		kmem_cache_free(umn_queued_cache, umn_queued(region));
 }
 
 /* Count @region in (@sign 1) or out (-1) of the file's totals. */
@@ -715,7 +757,7 @@ static int umn_add(struct umn_file *file, struct umn_region *region,
 		spin_unlock(&file->lock);
 	}
 	ret = mmu_interval_notifier_insert(&region->notifier, file->mm, start,
-					   end - start, &umn_notifier_ops);
+					   end - start, &file->notifier_ops);
 	if (ret)
 		goto out_cookie;
 	umn_account(file, region, 1);
@@ -743,11 +785,13 @@ static void umn_remove(struct umn_file *file, struct umn_region *region)
 {
 	/* Waits for a running callback: after it, none can touch @region. */
 	mmu_interval_notifier_remove(&region->notifier);
-	spin_lock(&file->lock);
-	list_del(&region->report);
-	spin_unlock(&file->lock);
+	if (!umn_has_ring(file)) {
+		spin_lock(&file->lock);
+		list_del(&umn_queued(region)->report);
+		spin_unlock(&file->lock);
+	}
 	umn_free_slot(file, region);
-	kmem_cache_free(umn_region_cache, region);
+	umn_free_region(file, region);
 }
 
 /* A watch that was added to the cookie tree, then forgotten. */
@@ -772,20 +816,21 @@ static int umn_register(struct umn_file *file,
 	    umn_check_range(args.start, args.end))
 		return -EINVAL;
 
+	mutex_lock(&file->regions_lock);
 	region = umn_alloc_region(file, args.user_cookie,
 				  UMMUNOTIFY_CAUSES_DEFAULT);
-	if (!region)
-		return -ENOMEM;
-	mutex_lock(&file->regions_lock);
 	if (file->features && !file->set_up)
 		ret = -EINVAL;
+	else if (!region)
+		ret = -ENOMEM;
 	else
 		ret = umn_add(file, region, args.start, args.end, &generation);
-	mutex_unlock(&file->regions_lock);
 	trace_ummunotify_register(args.user_cookie, args.start, args.end,
-				  region->slot, ret);
-	if (ret)
-		kmem_cache_free(umn_region_cache, region);
+				  region ? region->slot : UMMUNOTIFY_NO_SLOT,
+				  ret);
+	if (ret && region)
+		umn_free_region(file, region);
+	mutex_unlock(&file->regions_lock);
 	return ret;
 }
 
@@ -806,15 +851,18 @@ static int umn_watch(struct umn_file *file,
 	if (copy_to_user(argp, &watch, sizeof(watch)))
 		return -EFAULT;
 
+	mutex_lock(&file->regions_lock);
+	if (!(file->features & UMMUNOTIFY_FEATURE_WATCH) || !file->set_up) {
+		ret = -EINVAL;
+		goto out_unlock;
+	}
 	region = umn_alloc_region(file, watch.user_cookie,
 				  watch.causes ?: UMMUNOTIFY_CAUSES_DEFAULT);
-	if (!region)
-		return -ENOMEM;
-	mutex_lock(&file->regions_lock);
-	if (!(file->features & UMMUNOTIFY_FEATURE_WATCH) || !file->set_up)
-		ret = -EINVAL;
-	else
-		ret = umn_add(file, region, start, end, &watch.generation);
+	if (!region) {
+		ret = -ENOMEM;
+		goto out_unlock;
+	}
+	ret = umn_add(file, region, start, end, &watch.generation);
 	watch.slot = region->slot;
 	trace_ummunotify_register(watch.user_cookie, start, end, watch.slot,
 				  ret);
@@ -822,10 +870,30 @@ static int umn_watch(struct umn_file *file,
 		umn_forget(file, region);
 		ret = -EFAULT;
 	} else if (ret) {
-		kmem_cache_free(umn_region_cache, region);
+		umn_free_region(file, region);
 	}
+out_unlock:
 	mutex_unlock(&file->regions_lock);
 	return ret;
+}
+
+/* The 2010 queue: a resized watch's pending report moves to the new range. */
+static void umn_move_report(struct umn_file *file, struct umn_queued_region *old,
+			    struct umn_queued_region *new)
+{
+	spin_lock(&file->lock);
+	if (!list_empty(&old->report)) {
+		if (list_empty(&new->report)) {
+			list_replace_init(&old->report, &new->report);
+			new->hint = old->hint;
+			new->hint_start = old->hint_start;
+			new->hint_end = old->hint_end;
+		} else {
+			list_del_init(&old->report);
+			new->hint = false;
+		}
+	}
+	spin_unlock(&file->lock);
 }
 
 /*
@@ -849,14 +917,16 @@ static int umn_resize(struct umn_file *file,
 	if (copy_to_user(argp, &watch, sizeof(watch)))
 		return -EFAULT;
 
-	new = umn_alloc_region(file, watch.user_cookie, watch.causes);
-	if (!new)
-		return -ENOMEM;
 	mutex_lock(&file->regions_lock);
 	old = umn_find(file, watch.user_cookie);
 	if (!(file->features & UMMUNOTIFY_FEATURE_WATCH) || !old) {
 		ret = -EINVAL;
-		goto out_free;
+		goto out_unlock;
+	}
+	new = umn_alloc_region(file, watch.user_cookie, watch.causes);
+	if (!new) {
+		ret = -ENOMEM;
+		goto out_unlock;
 	}
 	if (!watch.causes)
 		new->causes = old->causes;
@@ -868,7 +938,7 @@ static int umn_resize(struct umn_file *file,
 	spin_unlock(&file->lock);
 
 	ret = mmu_interval_notifier_insert(&new->notifier, file->mm, start,
-					   end - start, &umn_notifier_ops);
+					   end - start, &file->notifier_ops);
 	if (ret)
 		goto out_free;
 	rb_replace_node(&old->cookie_node, &new->cookie_node, &file->cookies);
@@ -877,29 +947,18 @@ static int umn_resize(struct umn_file *file,
 	mmu_interval_read_begin(&new->notifier);
 
 	mmu_interval_notifier_remove(&old->notifier);
-	spin_lock(&file->lock);
-	if (!list_empty(&old->report)) {
-		/* The 2010 queue: the pending report moves to the new range. */
-		if (list_empty(&new->report)) {
-			list_replace_init(&old->report, &new->report);
-			new->hint = old->hint;
-			new->hint_start = old->hint_start;
-			new->hint_end = old->hint_end;
-		} else {
-			list_del_init(&old->report);
-			new->hint = false;
-		}
-	}
-	spin_unlock(&file->lock);
-	kmem_cache_free(umn_region_cache, old);
+	if (!umn_has_ring(file))
+		umn_move_report(file, umn_queued(old), umn_queued(new));
+	umn_free_region(file, old);
 	trace_ummunotify_register(watch.user_cookie, start, end, watch.slot,
 				  0);
 	mutex_unlock(&file->regions_lock);
 	return copy_to_user(argp, &watch, sizeof(watch)) ? -EFAULT : 0;
 
 out_free:
+	umn_free_region(file, new);
+out_unlock:
 	mutex_unlock(&file->regions_lock);
-	kmem_cache_free(umn_region_cache, new);
 	return ret;
 }
 
@@ -963,46 +1022,47 @@ static long umn_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
  * the queue is empty.  Returns the region reported, NULL for LAST, or an
  * error pointer when nothing is pending.
  */
-static struct umn_region *umn_peek(struct umn_file *file,
-				   struct ummunotify_event *event)
+static struct umn_queued_region *umn_peek(struct umn_file *file,
+					  struct ummunotify_event *event)
 {
-	struct umn_region *region;
+	struct umn_queued_region *queued;
 
 	memset(event, 0, sizeof(*event));
 	spin_lock(&file->lock);
-	region = list_first_entry_or_null(&file->reports, struct umn_region,
-					  report);
-	if (region) {
+	queued = list_first_entry_or_null(&file->reports,
+					  struct umn_queued_region, report);
+	if (queued) {
 		event->type = UMMUNOTIFY_EVENT_TYPE_INVAL;
-		event->user_cookie_counter = region->cookie;
-		if (region->hint) {
+		event->user_cookie_counter = queued->region.cookie;
+		if (queued->hint) {
 			event->flags = UMMUNOTIFY_EVENT_FLAG_HINT;
-			event->hint_start = region->hint_start;
-			event->hint_end = region->hint_end;
+			event->hint_start = queued->hint_start;
+			event->hint_end = queued->hint_end;
 		} else {
-			event->hint_start = umn_region_start(region);
-			event->hint_end = umn_region_end(region);
+			event->hint_start = umn_region_start(&queued->region);
+			event->hint_end = umn_region_end(&queued->region);
 		}
 	} else if (file->need_last) {
 		event->type = UMMUNOTIFY_EVENT_TYPE_LAST;
 		event->user_cookie_counter = *file->counter;
 	} else {
-		region = ERR_PTR(-EAGAIN);
+		queued = ERR_PTR(-EAGAIN);
 	}
 	spin_unlock(&file->lock);
-	return region;
+	return queued;
 }
 
-/* @event, peeked for @region (NULL: LAST), reached user space. */
-static void umn_consume(struct umn_file *file, struct umn_region *region,
+/* @event, peeked for @queued (NULL: LAST), reached user space. */
+static void umn_consume(struct umn_file *file,
+			struct umn_queued_region *queued,
 			const struct ummunotify_event *event)
 {
 	spin_lock(&file->lock);
-	if (!region) {
+	if (!queued) {
 		file->need_last = false;
 	} else if (!(event->flags & UMMUNOTIFY_EVENT_FLAG_HINT) ||
-		   region->hint) {
-		list_del_init(&region->report);
+		   queued->hint) {
+		list_del_init(&queued->report);
 		file->need_last = true;
 	}
 	/* Else hit again since the peek: keep it, now for the whole range. */
@@ -1016,17 +1076,17 @@ static void umn_consume(struct umn_file *file, struct umn_region *region,
 static ssize_t umn_read_reports(struct umn_file *file, char __user *buf,
 				size_t count)
 {
+	struct umn_queued_region *queued;
 	struct ummunotify_event event;
-	struct umn_region *region;
 	size_t done = 0;
 
 	while (count - done >= sizeof(event)) {
-		region = umn_peek(file, &event);
-		if (IS_ERR(region))
+		queued = umn_peek(file, &event);
+		if (IS_ERR(queued))
 			break;
 		if (copy_to_user(buf + done, &event, sizeof(event)))
 			return done ?: -EFAULT;
-		umn_consume(file, region, &event);
+		umn_consume(file, queued, &event);
 		done += sizeof(event);
 	}
 	return done;
@@ -1375,6 +1435,7 @@ static int umn_open(struct inode *inode, struct file *filp)
 	INIT_LIST_HEAD(&file->reports);
 	INIT_LIST_HEAD(&file->pressure_node);
 	init_waitqueue_head(&file->wait);
+	file->notifier_ops.invalidate = umn_invalidate;
 	atomic_long_inc(&umn_nr_files);
 
 	filp->private_data = file;
@@ -1491,9 +1552,10 @@ static int __init umn_init(void)
 	int ret;
 
 	umn_region_cache = KMEM_CACHE(umn_region, SLAB_ACCOUNT);
+	umn_queued_cache = KMEM_CACHE(umn_queued_region, SLAB_ACCOUNT);
 	umn_file_cache = KMEM_CACHE(umn_file, SLAB_ACCOUNT);
 	ret = -ENOMEM;
-	if (!umn_region_cache || !umn_file_cache)
+	if (!umn_region_cache || !umn_queued_cache || !umn_file_cache)
 		goto out_cache;
 	ret = umn_pressure_init();
 	if (ret)
@@ -1507,6 +1569,7 @@ out_pressure:
 	umn_pressure_exit();
 out_cache:
 	kmem_cache_destroy(umn_file_cache);
+	kmem_cache_destroy(umn_queued_cache);
 	kmem_cache_destroy(umn_region_cache);
 	return ret;
 }
@@ -1516,6 +1579,7 @@ static void __exit umn_exit(void)
 	misc_deregister(&umn_misc);
 	umn_pressure_exit();
 	kmem_cache_destroy(umn_file_cache);
+	kmem_cache_destroy(umn_queued_cache);
 	kmem_cache_destroy(umn_region_cache);
 }
 
