@@ -16,7 +16,7 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/fs.h>
-#include <linux/idr.h>
+#include <linux/bitmap.h>
 #include <linux/list_lru.h>
 #include <linux/miscdevice.h>
 #include <linux/mm.h>
@@ -74,7 +74,8 @@ MODULE_PARM_DESC(pressure_interval_ms, "Minimum interval between two pressure ev
  *			consumption of events; never taken by the notifier
  *			or under mmap_lock
  * @cookies:		regions by cookie
- * @slots:		allocator of generation slots
+ * @slot_map:		generation slots in use, sized by UMMUNOTIFY_SETUP
+ * @slot_hint:		where to look for a free slot first
  * @nr_regions:		number of entries in @cookies
  * @watched_pages:	pages covered by the watches, but for whole-address-
  *			space ones: what a cache has probably pinned
@@ -116,7 +117,8 @@ struct umn_file {
 
 	struct mutex regions_lock;	/* not in the notifier, see above */
 	struct rb_root cookies;
-	struct ida slots;
+	unsigned long *slot_map;
+	u32 slot_hint;
 	unsigned int nr_regions;
 	unsigned long watched_pages;
 	u32 features;
@@ -490,6 +492,11 @@ static bool umn_insert_cookie(struct umn_file *file, struct umn_region *new)
 	return true;
 }
 
+/*
+ * Granting changes nothing yet: the file speaks the 2010 ABI until
+ * UMMUNOTIFY_SETUP turns the features on.  The 2010 test program passed
+ * an uninitialised mask; it must keep working whatever it asked for.
+ */
 static int umn_exchange_features(struct umn_file *file, u32 __user *argp)
 {
 	u32 granted;
@@ -526,6 +533,8 @@ static void umn_free_area(struct umn_file *file)
 		__free_page(file->head_page);
 	if (file->pages != &file->header_page)
 		kvfree(file->pages);
+	bitmap_free(file->slot_map);
+	file->slot_map = NULL;
 	file->area = NULL;
 	file->head_page = NULL;
 	file->pages = &file->header_page;
@@ -589,6 +598,12 @@ static int umn_setup(struct umn_file *file,
 	for (i = 1; i < nr_pages; i++, file->nr_pages++) {
 		pages[i] = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
 		if (!pages[i])
+			goto out_free;
+	}
+	/* With the words, not per watch: a watch costs its 128 bytes only. */
+	if (gen_bytes) {
+		file->slot_map = bitmap_zalloc(params.slots, GFP_KERNEL_ACCOUNT);
+		if (!file->slot_map)
 			goto out_free;
 	}
 	if (ring_bytes) {
@@ -666,8 +681,8 @@ static int umn_watch_range(const struct ummunotify_watch *watch,
 
 /*
  * A region of the kind the file's mode needs.  regions_lock held: the
- * mode is fixed once the file is set up, and it must be, or have no
- * features, to have regions.
+ * mode changes only in UMMUNOTIFY_SETUP, which a file with regions
+ * refuses.
  */
 static struct umn_region *umn_alloc_region(struct umn_file *file, u64 cookie,
 					   u32 causes)
@@ -722,7 +737,23 @@ static void umn_free_slot(struct umn_file *file, struct umn_region *region)
 		return;
 	/* Pairs with the cache's acquire load of the word. */
 	smp_store_release(&file->generations[region->slot], 0);
-	ida_free(&file->slots, region->slot);
+	__clear_bit(region->slot, file->slot_map);
+}
+
+/* regions_lock held.  The hint makes the usual search one word long. */
+static int umn_alloc_slot(struct umn_file *file)
+{
+	unsigned long slot;
+
+	slot = find_next_zero_bit(file->slot_map, file->nr_slots,
+				  file->slot_hint);
+	if (slot >= file->nr_slots)
+		slot = find_first_zero_bit(file->slot_map, file->nr_slots);
+	if (slot >= file->nr_slots)
+		return -ENOSPC;
+	__set_bit(slot, file->slot_map);
+	file->slot_hint = slot + 1;
+	return slot;
 }
 
 /*
@@ -737,8 +768,7 @@ static int umn_add(struct umn_file *file, struct umn_region *region,
 	if (file->nr_regions >= READ_ONCE(max_regions))
 		return -ENOSPC;
 	if (file->generations) {
-		ret = ida_alloc_max(&file->slots, file->nr_slots - 1,
-				    GFP_KERNEL_ACCOUNT);
+		ret = umn_alloc_slot(file);
 		if (ret < 0)
 			return ret;
 		region->slot = ret;
@@ -819,9 +849,7 @@ static int umn_register(struct umn_file *file,
 	mutex_lock(&file->regions_lock);
 	region = umn_alloc_region(file, args.user_cookie,
 				  UMMUNOTIFY_CAUSES_DEFAULT);
-	if (file->features && !file->set_up)
-		ret = -EINVAL;
-	else if (!region)
+	if (!region)
 		ret = -ENOMEM;
 	else
 		ret = umn_add(file, region, args.start, args.end, &generation);
@@ -1137,8 +1165,7 @@ static ssize_t umn_read(struct file *filp, char __user *buf, size_t count,
 
 	mutex_lock(&file->regions_lock);
 	for (;;) {
-		if ((file->features && !file->set_up) ||
-		    count < (umn_has_ring(file) ?
+		if (count < (umn_has_ring(file) ?
 			     sizeof(struct ummunotify_ring_event) :
 			     sizeof(struct ummunotify_event))) {
 			mutex_unlock(&file->regions_lock);
@@ -1430,7 +1457,6 @@ static int umn_open(struct inode *inode, struct file *filp)
 	file->mm = current->mm;
 	mutex_init(&file->regions_lock);
 	file->cookies = RB_ROOT;
-	ida_init(&file->slots);
 	spin_lock_init(&file->lock);
 	INIT_LIST_HEAD(&file->reports);
 	INIT_LIST_HEAD(&file->pressure_node);
@@ -1460,7 +1486,6 @@ static int umn_release(struct inode *inode, struct file *filp)
 	list_lru_del_obj(&umn_pressure_lru, &file->pressure_node);
 	umn_free_area(file);
 	__free_page(file->header_page);
-	ida_destroy(&file->slots);
 	mmdrop(file->mm);
 	kmem_cache_free(umn_file_cache, file);
 	atomic_long_dec(&umn_nr_files);

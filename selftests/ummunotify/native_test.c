@@ -558,19 +558,41 @@ TEST_F(negotiation, setup_is_refused_twice)
 	EXPECT_EQ(-EINVAL, setup(self->fd, &p, 0, 0));
 }
 
-TEST_F(negotiation, use_before_setup_is_refused)
+TEST_F(negotiation, watch_before_setup_is_refused)
 {
 	char *buf = map_guarded(_metadata, 1);
 	struct ummunotify_watch w = watch_arg(buf, ps, 1, 0);
-	struct ummunotify_ring_event ev;
 	struct ummunotify_params p;
 
 	ASSERT_EQ(WATCH_RING, exchange(self->fd, WATCH_RING));
 	EXPECT_EQ(-EINVAL, uioctl(self->fd, UMMUNOTIFY_WATCH, &w));
-	EXPECT_EQ(-EINVAL, register_region(self->fd, buf, ps, 2));
-	EXPECT_EQ(-EINVAL, try_read(self->fd, &ev, sizeof(ev)));
 	EXPECT_EQ(0, fdinfo(self->fd, "regions"));
 	EXPECT_EQ(0, setup(self->fd, &p, 0, 0));
+}
+
+/*
+ * The 2010 test program passed an uninitialised mask: whatever a 2010
+ * program is granted, it keeps the 2010 ABI until it calls SETUP.
+ */
+TEST_F(negotiation, until_setup_a_file_granted_features_speaks_the_2010_abi)
+{
+	char *buf = map_guarded(_metadata, 1);
+	struct ummunotify_event ev[2];
+	struct ummunotify_params p;
+	const __u64 *counter;
+
+	ASSERT_NE(0, exchange(self->fd, ~0U));
+	counter = mmap(NULL, ps, PROT_READ, MAP_SHARED, self->fd, 0);
+	ASSERT_NE(MAP_FAILED, counter);
+	ASSERT_EQ(0, register_region(self->fd, buf, ps, 7));
+	clear_page(_metadata, buf);
+	EXPECT_EQ(1ULL, *counter);
+	ASSERT_EQ((ssize_t)sizeof(ev), try_read(self->fd, ev, sizeof(ev)));
+	EXPECT_EQ((__u32)UMMUNOTIFY_EVENT_TYPE_INVAL, ev[0].type);
+	EXPECT_EQ(7ULL, ev[0].user_cookie_counter);
+	EXPECT_EQ((__u32)UMMUNOTIFY_EVENT_TYPE_LAST, ev[1].type);
+	/* Used the 2010 way: too late to turn the features on. */
+	EXPECT_EQ(-EINVAL, setup(self->fd, &p, 0, 0));
 }
 
 TEST_F(negotiation, setup_gives_4096_slots_and_ring_entries_by_default)
