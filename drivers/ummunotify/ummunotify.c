@@ -862,6 +862,29 @@ static int umn_register(struct umn_file *file,
 	return ret;
 }
 
+/* WATCH and RESIZE are for files set up with FEATURE_WATCH. */
+static bool umn_watching(struct umn_file *file)
+{
+	return file->set_up && file->features & UMMUNOTIFY_FEATURE_WATCH;
+}
+
+/*
+ * Read and check a WATCH or RESIZE argument, and fail on an unwritable
+ * one now, before anything changes.
+ */
+static int umn_get_watch(struct ummunotify_watch __user *argp,
+			 struct ummunotify_watch *watch, u64 *start, u64 *end)
+{
+	int ret;
+
+	if (copy_from_user(watch, argp, sizeof(*watch)))
+		return -EFAULT;
+	ret = umn_watch_range(watch, start, end);
+	if (ret)
+		return ret;
+	return copy_to_user(argp, watch, sizeof(*watch)) ? -EFAULT : 0;
+}
+
 static int umn_watch(struct umn_file *file,
 		     struct ummunotify_watch __user *argp)
 {
@@ -870,17 +893,12 @@ static int umn_watch(struct umn_file *file,
 	u64 start, end;
 	int ret;
 
-	if (copy_from_user(&watch, argp, sizeof(watch)))
-		return -EFAULT;
-	ret = umn_watch_range(&watch, &start, &end);
+	ret = umn_get_watch(argp, &watch, &start, &end);
 	if (ret)
 		return ret;
-	/* Fail on an unwritable argument now, before anything changes. */
-	if (copy_to_user(argp, &watch, sizeof(watch)))
-		return -EFAULT;
 
 	mutex_lock(&file->regions_lock);
-	if (!(file->features & UMMUNOTIFY_FEATURE_WATCH) || !file->set_up) {
+	if (!umn_watching(file)) {
 		ret = -EINVAL;
 		goto out_unlock;
 	}
@@ -937,17 +955,13 @@ static int umn_resize(struct umn_file *file,
 	u64 start, end;
 	int ret;
 
-	if (copy_from_user(&watch, argp, sizeof(watch)))
-		return -EFAULT;
-	ret = umn_watch_range(&watch, &start, &end);
+	ret = umn_get_watch(argp, &watch, &start, &end);
 	if (ret)
 		return ret;
-	if (copy_to_user(argp, &watch, sizeof(watch)))
-		return -EFAULT;
 
 	mutex_lock(&file->regions_lock);
 	old = umn_find(file, watch.user_cookie);
-	if (!(file->features & UMMUNOTIFY_FEATURE_WATCH) || !old) {
+	if (!umn_watching(file) || !old) {
 		ret = -EINVAL;
 		goto out_unlock;
 	}

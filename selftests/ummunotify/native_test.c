@@ -570,6 +570,17 @@ TEST_F(negotiation, watch_before_setup_is_refused)
 	EXPECT_EQ(0, setup(self->fd, &p, 0, 0));
 }
 
+/* A 2010 registration of a file granted WATCH but never set up. */
+TEST_F(negotiation, resize_of_a_2010_registration_is_refused)
+{
+	char *buf = map_guarded(_metadata, 2);
+	struct ummunotify_watch w;
+
+	ASSERT_EQ(WATCH_RING, exchange(self->fd, WATCH_RING));
+	ASSERT_EQ(0, register_region(self->fd, buf, ps, 1));
+	EXPECT_EQ(-EINVAL, resize(self->fd, &w, buf, 2 * ps, 1, 0));
+}
+
 /*
  * The 2010 test program passed an uninitialised mask: whatever a 2010
  * program is granted, it keeps the 2010 ABI until it calls SETUP.
