@@ -4,7 +4,12 @@
 # machine's own Debian source, so no mirror is named here.
 set -eu
 
-[ "$(id -u)" = 0 ] || { echo "setup-host: run as root" >&2; exit 1; }
+# Root installs packages; anyone else asks sudo for it.
+if [ "$(id -u)" != 0 ]; then
+	command -v sudo >/dev/null ||
+		{ echo "setup-host: run as root (no sudo here)" >&2; exit 1; }
+	exec sudo "$0" "$@"
+fi
 
 bpo=/etc/apt/sources.list.d/ummunotify-backports.sources
 if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
