@@ -35,8 +35,10 @@ bpo_dep() {
 }
 bpo_image=$(bpo_dep linux-image-amd64)
 bpo_headers=$(bpo_dep linux-headers-amd64)
-[ -n "$bpo_image" ] && [ -n "$bpo_headers" ] ||
-	{ echo "setup-host: no kernel in bookworm-backports" >&2; exit 1; }
+if [ -z "$bpo_image" ] || [ -z "$bpo_headers" ]; then
+	echo "setup-host: no kernel in bookworm-backports" >&2
+	exit 1
+fi
 
 apt-get install -y -qq --no-install-recommends \
 	build-essential bc bison flex libelf-dev libssl-dev cpio kmod xz-utils zstd \
@@ -47,4 +49,4 @@ apt-get install -y -qq --no-install-recommends \
 	gnuplot-nox python3 >/dev/null
 apt-get install -y -qq --no-install-recommends -t bookworm-backports \
 	"$bpo_image" "$bpo_headers" >/dev/null
-echo "setup-host: ready ($(ls /lib/modules | tr '\n' ' '))"
+echo "setup-host: ready: $bpo_image and the 6.1 kernel"
