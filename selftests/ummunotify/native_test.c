@@ -37,6 +37,7 @@
 #include <linux/ummunotify.h>
 
 #include "kselftest_harness.h"
+#include "sysfile.h"
 
 #define DEVICE		"/dev/ummunotify"
 #define SYSFS_DIR	"/sys/class/misc/ummunotify/"
@@ -353,16 +354,10 @@ static long long sysfs(const char *name)
 
 static int write_max_regions(long long value)
 {
-	FILE *f = fopen(MAX_REGIONS, "we");
-	int ret = 0;
+	char text[32];
 
-	if (!f)
-		return -errno;
-	if (fprintf(f, "%lld\n", value) < 0)
-		ret = -EIO;
-	if (fclose(f))
-		ret = -errno;
-	return ret;
+	snprintf(text, sizeof(text), "%lld\n", value);
+	return write_file(MAX_REGIONS, text) ? -errno : 0;
 }
 
 /* The exit status of PID, or 128 + the signal that killed it. */
@@ -2626,18 +2621,6 @@ TEST_F_TIMEOUT(native, concurrent_watches_and_unmaps_never_leave_a_stale_generat
 /* Tracepoints: register, invalidate (published or filtered), unregister. */
 #define TRACING		"/sys/kernel/tracing/"
 
-static int write_text(const char *path, const char *text)
-{
-	int fd = open(path, O_WRONLY | O_TRUNC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -1;
-	n = write(fd, text, strlen(text));
-	close(fd);
-	return n == (ssize_t)strlen(text) ? 0 : -1;
-}
-
 static void expect_traced(struct __test_metadata *_metadata,
 			  const char *trace, const char *line)
 {
@@ -2659,15 +2642,15 @@ TEST_F(native, tracepoints_show_register_invalidate_and_unregister)
 		SKIP(return, "no tracefs");
 	if (access(TRACING "events/ummunotify/enable", F_OK))
 		SKIP(return, "this kernel has no tracepoints");
-	ASSERT_EQ(0, write_text(TRACING "trace", ""));
-	ASSERT_EQ(0, write_text(TRACING "events/ummunotify/enable", "1"));
+	ASSERT_EQ(0, write_file(TRACING "trace", ""));
+	ASSERT_EQ(0, write_file(TRACING "events/ummunotify/enable", "1"));
 
 	w = watch_range(_metadata, self->u.fd, self->buf, ps, 4242, 0);
 	ASSERT_EQ(0, mprotect(self->buf, ps, PROT_READ));
 	clear_page(_metadata, self->buf);
 	ASSERT_EQ(0, unwatch(self->u.fd, w.user_cookie));
 
-	ASSERT_EQ(0, write_text(TRACING "events/ummunotify/enable", "0"));
+	ASSERT_EQ(0, write_file(TRACING "events/ummunotify/enable", "0"));
 	fd = open(TRACING "trace", O_RDONLY);
 	ASSERT_LE(0, fd);
 	n = read(fd, trace, sizeof(trace) - 1);

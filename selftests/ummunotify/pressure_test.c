@@ -27,6 +27,7 @@
 #include <linux/ummunotify.h>
 
 #include "kselftest_harness.h"
+#include "sysfile.h"
 
 #define CGROUP_ROOT	"/sys/fs/cgroup"
 #define CGROUP		CGROUP_ROOT "/ummunotify-pressure"
@@ -39,33 +40,6 @@ struct ring {
 	char *area;
 	__u64 *head;
 };
-
-static int write_file(const char *path, const char *text)
-{
-	int fd = open(path, O_WRONLY);
-	ssize_t n;
-
-	if (fd < 0)
-		return -1;
-	n = write(fd, text, strlen(text));
-	close(fd);
-	return n == (ssize_t)strlen(text) ? 0 : -1;
-}
-
-static int read_file(const char *path, char *buf, size_t len)
-{
-	int fd = open(path, O_RDONLY);
-	ssize_t n;
-
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, len - 1);
-	close(fd);
-	if (n < 0)
-		return -1;
-	buf[n] = '\0';
-	return 0;
-}
 
 /*
  * Open a file with watches and a ring, asking for @features too; returns
