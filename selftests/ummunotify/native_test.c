@@ -37,6 +37,7 @@
 #include <linux/ummunotify.h>
 
 #include "kselftest_harness.h"
+#include "process.h"
 #include "sysfile.h"
 
 #define DEVICE		"/dev/ummunotify"
@@ -358,17 +359,6 @@ static int write_max_regions(long long value)
 
 	snprintf(text, sizeof(text), "%lld\n", value);
 	return write_file(MAX_REGIONS, text) ? -errno : 0;
-}
-
-/* The exit status of PID, or 128 + the signal that killed it. */
-static int wait_status(pid_t pid)
-{
-	int status;
-
-	if (waitpid(pid, &status, 0) != pid)
-		return -1;
-	return WIFEXITED(status) ? WEXITSTATUS(status) :
-				   128 + WTERMSIG(status);
 }
 
 static int open_pagemap(struct __test_metadata *_metadata)
@@ -1011,7 +1001,7 @@ static void fork_and_reap(struct __test_metadata *_metadata)
 	ASSERT_LE(0, pid);
 	if (!pid)
 		_exit(0);
-	ASSERT_EQ(0, wait_status(pid));
+	ASSERT_EQ(0, wait_child(pid));
 }
 
 TEST_F(native, fork_leaves_a_default_watch_alone)
@@ -1736,58 +1726,9 @@ TEST_F(native, a_forked_child_gets_eperm_from_every_native_call)
 		EXPECT_EQ(POLLERR, pfd.revents);
 		_exit(_metadata->passed ? 0 : 1);
 	}
-	ASSERT_EQ(0, wait_status(pid));
+	ASSERT_EQ(0, wait_child(pid));
 	EXPECT_EQ(1, fdinfo(self->u.fd, "regions"));
 	EXPECT_EQ(w.generation, gen_of(&self->u, w.slot));
-}
-
-static int send_fd(int sock, int fd)
-{
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} control = {};
-	char byte = 0;
-	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-	struct msghdr msg = {
-		.msg_iov = &iov,
-		.msg_iovlen = 1,
-		.msg_control = control.buf,
-		.msg_controllen = sizeof(control.buf),
-	};
-	struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
-
-	cmsg->cmsg_level = SOL_SOCKET;
-	cmsg->cmsg_type = SCM_RIGHTS;
-	cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
-	return sendmsg(sock, &msg, 0) == 1 ? 0 : -errno;
-}
-
-static int receive_fd(int sock)
-{
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} control;
-	char byte;
-	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-	struct msghdr msg = {
-		.msg_iov = &iov,
-		.msg_iovlen = 1,
-		.msg_control = control.buf,
-		.msg_controllen = sizeof(control.buf),
-	};
-	struct cmsghdr *cmsg;
-	int fd;
-
-	if (recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) != 1)
-		return -1;
-	cmsg = CMSG_FIRSTHDR(&msg);
-	if (!cmsg || cmsg->cmsg_type != SCM_RIGHTS)
-		return -1;
-	memcpy(&fd, CMSG_DATA(cmsg), sizeof(int));
-	return fd;
 }
 
 /*
@@ -1830,13 +1771,13 @@ TEST_F(passed_file, is_marked_released_when_its_owner_exits)
 		ASSERT_EQ(1, read(sv[1], &byte, 1));
 		_exit(0);
 	}
-	fd = receive_fd(sv[0]);
+	fd = recv_fd(sv[0]);
 	ASSERT_LE(0, fd);
 	EXPECT_EQ(0, fdinfo(fd, "released"));
 	EXPECT_EQ(1, fdinfo(fd, "regions"));
 	EXPECT_EQ(0, fdinfo(fd, "events"));
 	ASSERT_EQ(1, write(sv[0], "x", 1));
-	ASSERT_EQ(0, wait_status(pid));
+	ASSERT_EQ(0, wait_child(pid));
 	EXPECT_EQ(1, fdinfo(fd, "released"));
 	EXPECT_EQ(1, fdinfo(fd, "events"));
 	EXPECT_EQ(files + 1, sysfs("files"));

@@ -42,6 +42,7 @@
 #include <linux/ummunotify.h>
 
 #include "kselftest_harness.h"
+#include "process.h"
 
 #define DEVICE		"/dev/ummunotify"
 #define EVENT		sizeof(struct ummunotify_event)
@@ -307,67 +308,6 @@ static void expect_whole_region_report(struct __test_metadata *_metadata,
 	want = inval(cookie, got[0].flags & UMMUNOTIFY_EVENT_FLAG_HINT,
 		     start, end);
 	expect_event(_metadata, &want, &got[0], 0);
-}
-
-/* waitpid() as the exit status, or 128 + the signal that killed it. */
-static int wait_child(pid_t pid)
-{
-	int status;
-
-	if (waitpid(pid, &status, 0) != pid)
-		return -errno;
-	return WIFEXITED(status) ? WEXITSTATUS(status)
-				 : 128 + WTERMSIG(status);
-}
-
-static int send_fd(int sock, int fd)
-{
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} u = { 0 };
-	char byte = 0;
-	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-	struct msghdr msg = {
-		.msg_iov = &iov,
-		.msg_iovlen = 1,
-		.msg_control = u.buf,
-		.msg_controllen = sizeof(u.buf),
-	};
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	return sendmsg(sock, &msg, 0) == 1 ? 0 : -errno;
-}
-
-/* The file descriptor received, or -errno. */
-static int recv_fd(int sock)
-{
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} u;
-	char byte;
-	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-	struct msghdr msg = {
-		.msg_iov = &iov,
-		.msg_iovlen = 1,
-		.msg_control = u.buf,
-		.msg_controllen = sizeof(u.buf),
-	};
-	struct cmsghdr *cm;
-	int fd;
-
-	if (recvmsg(sock, &msg, 0) != 1)
-		return -EPROTO;
-	cm = CMSG_FIRSTHDR(&msg);
-	if (!cm || cm->cmsg_type != SCM_RIGHTS)
-		return -EPROTO;
-	memcpy(&fd, CMSG_DATA(cm), sizeof(int));
-	return fd;
 }
 
 static double now(void)
