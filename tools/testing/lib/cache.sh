@@ -17,3 +17,14 @@ cache_root() {
 	echo "no writable cache directory" >&2
 	return 1
 }
+
+# Hold, until the caller exits, the lock that makes guests and kernel builds
+# run one at a time: each keeps both cores busy, and two at once under TCG
+# take more than twice as long and trip the guest's RCU stall detector.
+cpu_lock() {
+	exec 8>"$(cache_root)/cpu.lock"
+	if ! flock -n 8; then
+		echo "${0##*/}: waiting for another guest or kernel build" >&2
+		flock 8
+	fi
+}
