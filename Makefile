@@ -52,10 +52,10 @@ lib:
 selftests:
 	$(MAKE) -C selftests/ummunotify O=$(B)/selftests
 
-# The demo runs on libummunotify's cache; where libibverbs is, also on
-# libummunotify-verbs, with the RDMA test's queue pairs (lib/tests/rdma/rc.c).
-HAVE_VERBS := $(shell printf '\043include <infiniband/verbs.h>\n' | \
-		$(CC) -E -x c - >/dev/null 2>&1 && echo y)
+# The demo runs on libummunotify's cache; where libummunotify-verbs is
+# built (VERBS=), also on it, with the RDMA test's queue pairs
+# (lib/tests/rdma/rc.c).
+include lib/verbs/have-verbs.mk
 DEMO_SRCS := tools/ummunotify-demo.c
 DEMO_CFLAGS := -I$(TOP)/lib/include
 DEMO_LIBS := $(B)/lib/libummunotify.a -pthread
@@ -70,7 +70,8 @@ TOOLS := $(B)/tools/ummunotify-demo
 tools: $(TOOLS)
 $(B)/tools/ummunotify-demo: $(DEMO_SRCS) lib
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(DEMO_CFLAGS) -o $@ $(DEMO_SRCS) $(DEMO_LIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(DEMO_CFLAGS) -o $@ \
+		$(DEMO_SRCS) $(DEMO_LIBS)
 
 check: all
 	tools/testing/run-checks $(KERNELS)

@@ -18,6 +18,21 @@
 extern "C" {
 #endif
 
+/*
+ * The version of this header and the library it comes with, for #if:
+ * LIBUMMUNOTIFY_VERSION >= LIBUMMUNOTIFY_VERSION_CODE(1, 1, 0) before using
+ * what 1.1 adds.  The Makefile takes the library's version from here.
+ */
+#define LIBUMMUNOTIFY_VERSION_MAJOR	1
+#define LIBUMMUNOTIFY_VERSION_MINOR	0
+#define LIBUMMUNOTIFY_VERSION_PATCH	0
+#define LIBUMMUNOTIFY_VERSION_CODE(major, minor, patch) \
+	(((major) << 16) | ((minor) << 8) | (patch))
+#define LIBUMMUNOTIFY_VERSION \
+	LIBUMMUNOTIFY_VERSION_CODE(LIBUMMUNOTIFY_VERSION_MAJOR, \
+				   LIBUMMUNOTIFY_VERSION_MINOR, \
+				   LIBUMMUNOTIFY_VERSION_PATCH)
+
 /* One open /dev/ummunotify: a set of watches on this process's memory. */
 struct umn;
 

@@ -4,7 +4,9 @@
 # Install into a scratch root and use the library as a program would:
 # through pkg-config, the installed header and the versioned soname.
 # Also: the shared library exports exactly libummunotify.map's symbols, all
-# at UMMUNOTIFY_1.0, and every function has a man page.
+# at UMMUNOTIFY_1.0, and the static one the same symbols; the shared
+# library is installed 0644; the header's LIBUMMUNOTIFY_VERSION is
+# pkg-config's version; every function has a man page.
 #
 # Usage: tests/installed.sh BUILD_DIR
 set -eu
@@ -24,6 +26,12 @@ have=$(nm -D --defined-only "$stage/opt/umn/lib/libummunotify.so.1" |
 	awk '$3 ~ /^umn/ { print $3 }' | sort)
 [ "$have" = "$(echo "$want" | sed 's/$/@@UMMUNOTIFY_1.0/')" ] ||
 	fail "exported symbols differ from libummunotify.map: $have"
+have=$(nm -g --defined-only "$stage/opt/umn/lib/libummunotify.a" |
+	awk 'NF == 3 { print $3 }' | sort)
+[ "$have" = "$want" ] ||
+	fail "libummunotify.a's global symbols differ from libummunotify.map: $have"
+mode=$(stat -L -c %a "$stage/opt/umn/lib/libummunotify.so.1")
+[ "$mode" = 644 ] || fail "libummunotify.so.1 installed $mode, not 644"
 
 # The exported functions but the private one, and the inline ones.
 for f in $(echo "$want" | grep -v '^umn__') umn_valid umn_changed; do
@@ -43,11 +51,23 @@ cat >"$build/consumer.c" <<'C'
 #include <stdio.h>
 #include <ummunotify.h>
 
-int main(void)
+#if LIBUMMUNOTIFY_VERSION < LIBUMMUNOTIFY_VERSION_CODE(1, 0, 0)
+#error "LIBUMMUNOTIFY_VERSION does not compare in #if"
+#endif
+
+int main(int argc, char **argv)
 {
 	struct umn *u;
-	int ret = umn_open(&u, NULL);
+	int ret;
 
+	(void)argv;
+	if (argc > 1) {
+		printf("%d.%d.%d\n", LIBUMMUNOTIFY_VERSION >> 16,
+		       (LIBUMMUNOTIFY_VERSION >> 8) & 0xff,
+		       LIBUMMUNOTIFY_VERSION & 0xff);
+		return 0;
+	}
+	ret = umn_open(&u, NULL);
 	if (ret == -ENODEV) {
 		puts("installed.sh: no device here, as umn_open() says");
 		return 0;
@@ -65,6 +85,8 @@ ${CC:-cc} -Wall -Wextra -Werror -o "$build/consumer" "$build/consumer.c" \
 	$(pkg-config --cflags --libs libummunotify) \
 	-Wl,-rpath,"$stage/opt/umn/lib"
 "$build/consumer"
+[ "$("$build/consumer" --version)" = "$(pkg-config --modversion libummunotify)" ] ||
+	fail "LIBUMMUNOTIFY_VERSION is not pkg-config's $(pkg-config --modversion libummunotify)"
 ${CC:-cc} -static -o "$build/consumer-static" "$build/consumer.c" \
 	$(pkg-config --static --cflags libummunotify) \
 	"$stage/opt/umn/lib/libummunotify.a" -pthread

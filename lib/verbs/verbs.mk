@@ -2,7 +2,8 @@
 #
 # libummunotify-verbs, ibv_reg_mr() through the cache: a library of its
 # own, so that libummunotify needs nothing but libc.  Included by
-# ../Makefile; built only where <infiniband/verbs.h> is, and then
+# ../Makefile; built where <infiniband/verbs.h> is (VERBS=yes: always,
+# VERBS=no: never; see have-verbs.mk), and then
 #
 # all			also libummunotify-verbs.{so,a}
 # check			also its host test (plain, ASan and UBSan) and an
@@ -12,8 +13,7 @@
 #			guest of each kernel
 # install		also its library, header, pkg-config file, man pages
 
-HAVE_VERBS	:= $(shell printf '\043include <infiniband/verbs.h>\n' | \
-			   $(CC) -E -x c - >/dev/null 2>&1 && echo y)
+include $(dir $(lastword $(MAKEFILE_LIST)))have-verbs.mk
 
 ifeq ($(HAVE_VERBS),y)
 VERBS_VERSION	:= 1.0.0
@@ -31,11 +31,11 @@ install: install-verbs
 
 $(O)/obj/verbs/%.o: verbs/%.c $(VERBS_HDR) include/ummunotify.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(VERBS_CFLAGS) -fPIC -c -o $@ $<
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(VERBS_CFLAGS) -fPIC -c -o $@ $<
 
 $(VERBS_SO): $(VERBS_OBJS) verbs/libummunotify-verbs.map \
 	     $(O)/libummunotify.so
-	$(CC) $(CFLAGS) -shared -Wl,-soname,$(VERBS_SONAME) \
+	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,$(VERBS_SONAME) \
 		-Wl,--version-script=verbs/libummunotify-verbs.map \
 		-Wl,-z,defs -o $@ $(VERBS_OBJS) -L$(O) -lummunotify \
 		-libverbs $(LDLIBS)
@@ -43,14 +43,13 @@ $(VERBS_SO): $(VERBS_OBJS) verbs/libummunotify-verbs.map \
 $(O)/$(VERBS_SONAME) $(O)/libummunotify-verbs.so: $(VERBS_SO)
 	ln -sfn $(notdir $(VERBS_SO)) $@
 
-$(O)/libummunotify-verbs.a: $(VERBS_OBJS)
-	rm -f $@
-	$(AR) rcs $@ $^
+$(O)/libummunotify-verbs.a: $(VERBS_OBJS) verbs/libummunotify-verbs.map
+	$(call static_lib,$(VERBS_OBJS),verbs/libummunotify-verbs.map)
 
 install-verbs: $(VERBS_LIBS)
 	install -D -m 644 $(VERBS_HDR) \
 		$(DESTDIR)$(INCLUDEDIR)/ummunotify-verbs.h
-	install -D -m 755 $(VERBS_SO) $(DESTDIR)$(LIBDIR)/$(notdir $(VERBS_SO))
+	install -D -m 644 $(VERBS_SO) $(DESTDIR)$(LIBDIR)/$(notdir $(VERBS_SO))
 	ln -sfn $(notdir $(VERBS_SO)) $(DESTDIR)$(LIBDIR)/$(VERBS_SONAME)
 	ln -sfn $(VERBS_SONAME) $(DESTDIR)$(LIBDIR)/libummunotify-verbs.so
 	install -D -m 644 $(O)/libummunotify-verbs.a \
@@ -74,13 +73,15 @@ check: check-verbs
 
 $(O)/tests/test-mr-cache: $(MR_TEST_DEPS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(VERBS_CFLAGS) -o $@ tests/rdma/test-mr-cache.c \
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(VERBS_CFLAGS) -o $@ \
+		tests/rdma/test-mr-cache.c \
 		verbs/mr_cache.c tests/double.c $(SRCS:%=src/%) \
 		$(MR_TEST_WRAP) $(LDLIBS)
 
 $(O)/tests/san/test-mr-cache: $(MR_TEST_DEPS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(VERBS_CFLAGS) -O1 -fsanitize=address,undefined \
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(VERBS_CFLAGS) -O1 \
+		-fsanitize=address,undefined \
 		-fno-sanitize-recover=all -o $@ tests/rdma/test-mr-cache.c \
 		verbs/mr_cache.c tests/double.c $(SRCS:%=src/%) \
 		$(MR_TEST_WRAP) $(LDLIBS)
@@ -93,8 +94,10 @@ check-verbs: $(VERBS_LIBS) $(O)/tests/test-mr-cache \
 	done
 	@tests/rdma/installed-verbs.sh $(O)
 
-# The guest test, against the built libraries as a program would be; only
-# umn_open() is wrapped, to turn invalidation off (see the test).
+# The guest test, against the built library objects as a program would be
+# (the objects, not the archive: the test double uses the library's
+# internals); only umn_open() is wrapped, to turn invalidation off (see the
+# test).
 RDMA_TEST_SRCS	:= tests/rdma/rdma-guest-test.c tests/rdma/rc.c \
 		   tests/double.c
 
@@ -102,11 +105,10 @@ RDMA_TEST_SRCS	:= tests/rdma/rdma-guest-test.c tests/rdma/rc.c \
 guest-tests: $(O)/tests/rdma-guest-test
 
 $(O)/tests/rdma-guest-test: $(RDMA_TEST_SRCS) tests/rdma/rc.h $(VERBS_HDR) \
-			    $(TEST_COMMON) $(O)/libummunotify-verbs.a \
-			    $(O)/libummunotify.a
+			    $(TEST_COMMON) $(O)/libummunotify-verbs.a $(OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(VERBS_CFLAGS) -o $@ $(RDMA_TEST_SRCS) \
-		$(O)/libummunotify-verbs.a $(O)/libummunotify.a \
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(VERBS_CFLAGS) -o $@ \
+		$(RDMA_TEST_SRCS) $(O)/libummunotify-verbs.a $(OBJS) \
 		-Wl,--wrap=umn_open -libverbs $(LDLIBS)
 
 check-guest-rdma: $(O)/tests/rdma-guest-test

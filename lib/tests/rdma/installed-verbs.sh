@@ -4,7 +4,8 @@
 # libummunotify-verbs as a program uses it: installed into a scratch root,
 # found through pkg-config, linked shared and static.  Also: the shared
 # library exports exactly libummunotify-verbs.map's symbols, all at
-# UMMUNOTIFY_VERBS_1.0, and every function has a man page.  The program
+# UMMUNOTIFY_VERBS_1.0, the static one the same symbols, the shared one is
+# installed 0644, and every function has a man page.  The program
 # runs with no RDMA device on the host: it stops at ibv_alloc_pd().
 #
 # Usage: tests/rdma/installed-verbs.sh BUILD_DIR
@@ -26,6 +27,12 @@ have=$(nm -D --defined-only "$root/lib/libummunotify-verbs.so.1" |
 	awk '$3 ~ /^umn/ { print $3 }' | sort)
 [ "$have" = "$(echo "$want" | sed 's/$/@@UMMUNOTIFY_VERBS_1.0/')" ] ||
 	fail "exported symbols differ from libummunotify-verbs.map: $have"
+have=$(nm -g --defined-only "$root/lib/libummunotify-verbs.a" |
+	awk 'NF == 3 { print $3 }' | sort)
+[ "$have" = "$want" ] ||
+	fail "libummunotify-verbs.a's global symbols differ from the map: $have"
+mode=$(stat -L -c %a "$root/lib/libummunotify-verbs.so.1")
+[ "$mode" = 644 ] || fail "libummunotify-verbs.so.1 installed $mode, not 644"
 for f in $want; do
 	[ -e "$root/share/man/man3/$f.3" ] || fail "no man page for $f"
 done
