@@ -177,13 +177,22 @@ struct umn_cache_attr {
 	 * lock held, possibly from several threads at once.
 	 */
 	int (*reg)(void *arg, void *addr, size_t len, void **handle);
-	/* Undo reg(); called once per successful reg(), never while in use. */
+	/*
+	 * Undo reg(); called once per successful reg(), never while in use,
+	 * never in a forked child for the parent's registrations (forget).
+	 */
 	void (*dereg)(void *arg, void *addr, size_t len, void *handle);
 	void *arg;		/* passed to reg() and dereg() */
 	size_t max_entries;	/* 0: no limit */
 	size_t max_bytes;	/* 0: no limit */
 	size_t align;		/* power of two, registrations are rounded
 				 * out to it; 0: the page size */
+	/*
+	 * In a forked child, instead of dereg() for a registration the
+	 * parent made, whose device resources are the parent's: free what
+	 * reg() allocated, touch no device.  NULL: nothing is called.
+	 */
+	void (*forget)(void *arg, void *addr, size_t len, void *handle);
 };
 
 struct umn_cache_stats {

@@ -39,6 +39,13 @@
  *
  * reg(), dereg() and the umn_*() calls run without c->lock; the order is
  * umn.lock (held while umn_drain() runs cache_event()) before c->lock.
+ *
+ * A forked child inherits the parent's entries, and the resources behind
+ * them: an MR is the parent's, reachable from the child through the
+ * uverbs file they share.  The child drops them as they read invalid
+ * (its handle reopens the device, and its first drain reports the loss
+ * of every watch), but through forget() if any, never dereg(): entries
+ * remember the fork generation (epoch) they were registered in.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -64,6 +71,7 @@ struct umn_entry {
 	struct umn_watch watch;
 	uint64_t state;			/* users | ENTRY_RETIRED */
 	uint64_t hits;			/* lockless hits, folded into stats */
+	unsigned int epoch;		/* c->epoch when registered */
 	bool referenced;		/* hit since the clock hand passed */
 	struct umn_entry *prev;		/* clock list, oldest first */
 	struct umn_entry *next;
@@ -84,6 +92,8 @@ struct umn_cache {
 	uint64_t nr_entries;		/* in the tree */
 	uint64_t nr_bytes;
 	bool over_limit;		/* eviction could not get under limits */
+	unsigned int epoch;		/* forks this process is away from the
+					 * cache's creator */
 	struct umn_entry *free;
 	struct umn_chunk *chunks;
 	struct umn_cache_stats stats;	/* counters only; atomic adds */
@@ -152,9 +162,16 @@ static void entry_free(struct umn_cache *c, struct umn_entry *e)
 	c->free = e;
 }
 
-/* Undo entry_register(). */
+/* Undo entry_register(); only forget a registration of a parent process. */
 static void entry_unregister(struct umn_cache *c, struct umn_entry *e)
 {
+	if (e->epoch != READ_ONCE(c->epoch)) {
+		/* Its watch was on the parent's file: nothing to unwatch. */
+		if (c->attr.forget)
+			c->attr.forget(c->attr.arg, e->pub.addr, e->pub.len,
+				       e->pub.handle);
+		return;
+	}
 	c->attr.dereg(c->attr.arg, e->pub.addr, e->pub.len, e->pub.handle);
 	stat_add(c, deregistrations, 1);
 	umn_unwatch(c->u, &e->watch);
@@ -389,6 +406,7 @@ static int entry_register(struct umn_cache *c, struct umn_entry *e,
 	if (!ret) {
 		stat_add(c, registrations, 1);
 		e->pub = (struct umn_cache_entry){ addr, len, handle };
+		e->epoch = READ_ONCE(c->epoch);
 		if (umn_valid(c->u, &e->watch))
 			return 0;
 		entry_unregister(c, e);
@@ -711,7 +729,9 @@ void umn__cache_fork_parent(struct umn_cache *c)
 	pthread_mutex_unlock(&c->lock);
 }
 
+/* Every entry there is now is the parent's: see the top of this file. */
 void umn__cache_fork_child(struct umn_cache *c)
 {
 	pthread_mutex_init(&c->lock, NULL);
+	c->epoch++;
 }

@@ -25,6 +25,7 @@ struct reg {
 	uint64_t end;
 	unsigned int users;	/* entries the test holds */
 	bool live;		/* reg() without dereg() yet */
+	bool forgotten;		/* forget() instead, in a forked child */
 	bool cached;		/* may be in the cache's tree */
 	bool invalidated;	/* its memory changed since reg() */
 };
@@ -35,6 +36,7 @@ static struct umn_double *dbl;
 static struct umn *umn;
 static struct umn_cache *cache;
 static size_t max_entries, max_bytes;
+static bool use_forget = true;		/* give the cache a forget() */
 static int fail_reg;			/* next reg() returns this */
 static int race_reg;			/* next reg()s invalidate themselves */
 
@@ -92,11 +94,23 @@ static void model_dereg(void *arg, void *addr, size_t len, void *handle)
 	struct reg *r = reg_of(&e);
 
 	CHECK(arg == &regs);
-	CHECK(r->live);
+	CHECK(r->live && !r->forgotten);
 	CHECK_EQ(r->users, 0);		/* never under a user */
 	CHECK_EQ(r->start, (uintptr_t)addr);
 	CHECK_EQ(r->end - r->start, len);
 	r->live = false;
+}
+
+/* Only in a forked child, for the parent's registrations. */
+static void model_forget(void *arg, void *addr, size_t len, void *handle)
+{
+	struct umn_cache_entry e = { addr, len, handle };
+	struct reg *r = reg_of(&e);
+
+	CHECK(arg == &regs);
+	CHECK(r->live && !r->forgotten);
+	CHECK_EQ(r->users, 0);
+	r->forgotten = true;
 }
 
 static void setup_watches(size_t entries, size_t bytes, size_t align,
@@ -106,6 +120,7 @@ static void setup_watches(size_t entries, size_t bytes, size_t align,
 	struct umn_cache_attr attr = {
 		.reg = model_reg,
 		.dereg = model_dereg,
+		.forget = use_forget ? model_forget : NULL,
 		.arg = &regs,
 		.max_entries = entries,
 		.max_bytes = bytes,
@@ -131,7 +146,7 @@ static void teardown(void)
 
 	umn_cache_flush(cache);
 	for (i = 0; i < nr_regs; i++)
-		CHECK(!regs[i].live);
+		CHECK(!regs[i].live || regs[i].forgotten);
 	CHECK_EQ(umn_cache_destroy(cache), 0);
 	CHECK_EQ(double_watches(dbl), 0);
 	CHECK_EQ(umn_close(umn), 0);
@@ -401,30 +416,69 @@ static void test_destroy_and_close_refuse_while_busy(void)
 	teardown();
 }
 
-static void test_forked_child_registers_afresh(void)
+/*
+ * The parent's registrations are forgotten in the child, never
+ * deregistered: an idle one when the child's first lookup finds it
+ * invalid, one held across the fork at its put.  The child's own are
+ * deregistered as usual, and the parent's cache is untouched.
+ */
+static void test_forked_child_forgets_the_parents_entries(void)
 {
-	struct umn_cache_entry *e;
+	struct umn_cache_entry *held, *e;
 	int status;
 	pid_t pid;
 
 	setup(0, 0, 0);
 	put(get(0, 1));
+	held = get(1, 1);
 	pid = fork();
 	CHECK(pid >= 0);
 	if (pid == 0) {
 		e = get(0, 1);
-		CHECK_EQ(nr_regs, 2);
-		CHECK(!regs[0].live);		/* the parent's, dropped */
+		CHECK_EQ(nr_regs, 3);
+		CHECK(regs[0].live && regs[0].forgotten);
+		CHECK(!reg_of(held)->forgotten);	/* in use */
+		put(held);
+		CHECK(reg_of(held)->live && reg_of(held)->forgotten);
+		CHECK_EQ(stats().deregistrations, 0);
 		put(e);
 		teardown();
+		CHECK(!regs[2].live && !regs[2].forgotten);
 		_exit(0);
 	}
 	CHECK_EQ(waitpid(pid, &status, 0), pid);
 	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	put(held);
 	e = get(0, 1);
-	CHECK_EQ(nr_regs, 1);
+	CHECK_EQ(nr_regs, 2);
+	CHECK_EQ(stats().hits, 1);
 	put(e);
 	teardown();
+}
+
+/* Without forget(), the child drops the parent's entries silently. */
+static void test_forked_child_without_forget_calls_nothing(void)
+{
+	int status;
+	pid_t pid;
+
+	use_forget = false;
+	setup(0, 0, 0);
+	put(get(0, 1));
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		umn_cache_flush(cache);
+		CHECK(regs[0].live && !regs[0].forgotten);
+		CHECK_EQ(stats().entries, 0);
+		CHECK_EQ(stats().deregistrations, 0);
+		_exit(0);
+	}
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK(regs[0].live);
+	teardown();
+	use_forget = true;
 }
 
 /* ---- random operation sequences against the model ---- */
@@ -662,7 +716,8 @@ int main(int argc, char **argv)
 	test_overflow_rescans_every_entry();
 	test_running_out_of_watches_releases_idle_entries();
 	test_destroy_and_close_refuse_while_busy();
-	test_forked_child_registers_afresh();
+	test_forked_child_forgets_the_parents_entries();
+	test_forked_child_without_forget_calls_nothing();
 
 	seed_rng("test-cache");
 	for (i = 0; i < runs; i++)

@@ -86,6 +86,19 @@ static void mr_dereg(void *arg, void *addr, size_t len, void *handle)
 	free(r);
 }
 
+/*
+ * In a forked child, for the parent's MR: ibv_dereg_mr() would destroy it
+ * through the uverbs file the two processes share.  The child's copy of
+ * struct ibv_mr is the provider's to free, so it stays.
+ */
+static void mr_forget(void *arg, void *addr, size_t len, void *handle)
+{
+	(void)arg;
+	(void)addr;
+	(void)len;
+	free(handle);
+}
+
 static struct mr_sub *sub_find(struct umn_mr_cache *c, int access)
 {
 	struct mr_sub *s;
@@ -102,6 +115,7 @@ static int sub_create(struct umn_mr_cache *c, int access, struct mr_sub **sp)
 	struct umn_cache_attr attr = {
 		.reg = mr_reg,
 		.dereg = mr_dereg,
+		.forget = mr_forget,
 		.max_entries = c->attr.max_entries,
 		.max_bytes = c->attr.max_bytes,
 	};

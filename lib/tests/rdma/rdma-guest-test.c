@@ -15,6 +15,10 @@
  * invalidation ever arrives: the peer must then read the stale bytes,
  * which shows that the test can tell.
  *
+ * Last, fork: a child inherits the cache and the uverbs file, which it
+ * shares with its parent; when the child's cache drops the inherited MR
+ * and the child exits, the parent's MR must still serve the peer.
+ *
  * Prints TAP; exits 0 when all pass, 1 when one fails, 4 (skip) without
  * an RDMA device or /dev/ummunotify.
  */
@@ -92,6 +96,7 @@ struct peer {
 	pid_t pid;
 	int sock;
 	struct rc rc;		/* the owner's end of the queue pair */
+	char *seen;		/* BUF_LEN bytes, for what the peer read */
 };
 
 static void xfer(int fd, void *buf, size_t len, bool send)
@@ -160,6 +165,9 @@ static void peer_start(struct peer *p)
 	}
 	close(sv[1]);
 	p->sock = sv[0];
+	p->seen = malloc(BUF_LEN);
+	if (!p->seen)
+		bail_out("malloc", ENOMEM);
 	ret = rc_open(&p->rc);
 	if (ret || (ret = rc_meet(&p->rc, p->sock)))
 		bail_out("owner's queue pair", -ret);
@@ -175,6 +183,7 @@ static void peer_stop(struct peer *p)
 	if (waitpid(p->pid, &status, 0) < 0 || status)
 		bail_out("the peer failed", ECHILD);
 	rc_close(&p->rc);
+	free(p->seen);
 }
 
 /* The peer RDMA-READs len bytes at addr through rkey into out. */
@@ -242,6 +251,19 @@ static void destroy(struct umn_mr_cache *c)
 		bail_out("umn_mr_cache_destroy", ret);
 }
 
+/* A peer, and a cache on the protection domain of its queue pair. */
+static struct umn_mr_cache *peer_cache(struct peer *p,
+				       const struct umn_mr_cache_attr *attr)
+{
+	struct umn_mr_cache *c;
+
+	peer_start(p);
+	c = umn_mr_cache_create(p->rc.pd, attr);
+	if (!c)
+		bail_out("umn_mr_cache_create", errno);
+	return c;
+}
+
 /* How the cache's handles are opened, and whether they report anything. */
 struct mode {
 	const char *name;
@@ -252,7 +274,7 @@ struct mode {
 static void scenario_remap(const struct mode *mode)
 {
 	struct umn_mr_cache_attr attr = { .umn.flags = mode->flags };
-	char *seen = malloc(BUF_LEN), name[160];
+	char *seen, name[160];
 	struct umn_cache_stats stats;
 	struct umn_mr_cache *c;
 	struct umn_mr_ref *ref;
@@ -261,13 +283,9 @@ static void scenario_remap(const struct mode *mode)
 	char *buf;
 	int status;
 
-	if (!seen)
-		bail_out("malloc", ENOMEM);
 	invalidation_off = !mode->invalidate;
-	peer_start(&peer);
-	c = umn_mr_cache_create(peer.rc.pd, &attr);
-	if (!c)
-		bail_out("umn_mr_cache_create", errno);
+	c = peer_cache(&peer, &attr);
+	seen = peer.seen;
 
 	buf = map_filled(NULL, 'A');
 	mr = get_mr(c, buf, REMOTE_ACCESS, &ref);
@@ -315,7 +333,6 @@ static void scenario_remap(const struct mode *mode)
 	free_doubles();
 	munmap(buf, BUF_LEN);
 	peer_stop(&peer);
-	free(seen);
 }
 
 /*
@@ -324,20 +341,16 @@ static void scenario_remap(const struct mode *mode)
  */
 static void scenario_access(void)
 {
-	char *seen = malloc(BUF_LEN), *buf = map_filled(NULL, 'C');
+	char *seen, *buf = map_filled(NULL, 'C');
 	struct umn_mr_ref *local_ref, *remote_ref, *ref;
 	struct ibv_mr *local, *remote;
 	struct umn_cache_stats stats;
 	struct umn_mr_cache *c;
 	struct peer peer;
 
-	if (!seen)
-		bail_out("malloc", ENOMEM);
 	invalidation_off = false;
-	peer_start(&peer);
-	c = umn_mr_cache_create(peer.rc.pd, NULL);
-	if (!c)
-		bail_out("umn_mr_cache_create", errno);
+	c = peer_cache(&peer, NULL);
+	seen = peer.seen;
 
 	local = get_mr(c, buf, IBV_ACCESS_LOCAL_WRITE, &local_ref);
 	remote = get_mr(c, buf, REMOTE_ACCESS, &remote_ref);
@@ -363,7 +376,60 @@ static void scenario_access(void)
 	destroy(c);
 	munmap(buf, BUF_LEN);
 	peer_stop(&peer);
-	free(seen);
+}
+
+/*
+ * A forked child's cache drops what it inherited without deregistering:
+ * ibv_dereg_mr() there would go through the uverbs file the child
+ * shares with its parent, and destroy the parent's MR.
+ */
+static void scenario_fork(void)
+{
+	char *seen, *buf = map_filled(NULL, 'F');
+	struct umn_cache_stats stats;
+	struct umn_mr_cache *c;
+	struct umn_mr_ref *ref;
+	struct ibv_mr *mr;
+	struct peer peer;
+	int status;
+	pid_t pid;
+
+	invalidation_off = false;
+	c = peer_cache(&peer, NULL);
+	seen = peer.seen;
+	mr = get_mr(c, buf, REMOTE_ACCESS, &ref);
+	umn_mr_put(ref);
+
+	fflush(stdout);
+	pid = fork();
+	if (pid < 0)
+		bail_out("fork", errno);
+	if (!pid) {
+		/* Drops the inherited MR: the next drain, and the destroy. */
+		umn_mr_cache_stats(c, &stats);
+		_exit(stats.entries == 1 && !umn_mr_cache_destroy(c) ? 0 : 1);
+	}
+	if (waitpid(pid, &status, 0) != pid)
+		bail_out("waitpid", errno);
+	ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	   "fork: the child's cache drops the MR it inherited");
+
+	ok(get_mr(c, buf, REMOTE_ACCESS, &ref) == mr,
+	   "fork: the parent's next lookup is a hit on its MR");
+	umn_mr_put(ref);
+	umn_mr_cache_stats(c, &stats);
+	print_stats(&stats);
+
+	status = peer_read(&peer, buf, mr->rkey, BUF_LEN, seen);
+	printf("# after the child exited the peer's read gets status %d\n",
+	       status);
+	ok(status == IBV_WC_SUCCESS && holds(seen, 'F'),
+	   "fork: after the child exits, the parent's MR serves the peer's "
+	   "RDMA READ");
+
+	destroy(c);
+	munmap(buf, BUF_LEN);
+	peer_stop(&peer);
 }
 
 /* Skip, rather than fail, where there is nothing to test on. */
@@ -400,10 +466,11 @@ int main(void)
 
 	printf("TAP version 13\n");
 	skip_unless_ready();
-	printf("1..13\n");
+	printf("1..16\n");
 	fflush(stdout);
 	for (i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
 		scenario_remap(&modes[i]);
 	scenario_access();
+	scenario_fork();
 	return failures ? 1 : 0;
 }

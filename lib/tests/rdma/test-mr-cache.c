@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "ummunotify-verbs.h"
 #include "../check.h"
@@ -242,6 +244,30 @@ static void test_limits_apply_to_each_access_value(void)
 	destroy(c);
 }
 
+/* A forked child's destroy must not ibv_dereg_mr() the parent's MR. */
+static void test_a_forked_child_never_deregisters_the_parents_mr(void)
+{
+	struct umn_mr_cache *c = umn_mr_cache_create(pd, NULL);
+	struct umn_mr_ref *ref;
+	int status;
+	pid_t pid;
+
+	CHECK(c);
+	CHECK(umn_reg_mr_cached(c, A(1), PAGE, REMOTE, &ref));
+	umn_mr_put(ref);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		CHECK_EQ(umn_mr_cache_destroy(c), 0);
+		CHECK_EQ(live_mrs, 1);
+		_exit(0);
+	}
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK_EQ(live_mrs, 1);
+	destroy(c);
+}
+
 int main(void)
 {
 	test_create_checks_its_arguments();
@@ -251,6 +277,7 @@ int main(void)
 	test_a_failed_registration_sets_errno();
 	test_destroy_refuses_while_an_mr_is_held();
 	test_limits_apply_to_each_access_value();
+	test_a_forked_child_never_deregisters_the_parents_mr();
 	printf("test-mr-cache: ok\n");
 	return 0;
 }
