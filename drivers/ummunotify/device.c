@@ -1,0 +1,394 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * ummunotify: MMU notifications for user-space registration caches.
+ *
+ * A process opens /dev/ummunotify and watches address ranges it has handed
+ * to a device (an RDMA NIC, say).  When the kernel unmaps or replaces the
+ * pages behind a watched range, its interval notifier (watch.c) publishes it
+ * into memory the process has mapped, before the unmapping call returns:
+ * a counter, the watch's generation word and an event ring (or, for the
+ * 2010 ABI, a queue read with read()).  A cache validates an entry with
+ * one load.
+ *
+ * See Documentation/userspace-api/ummunotify.rst.
+ */
+
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/fs.h>
+#include <linux/miscdevice.h>
+#include <linux/module.h>
+#include <linux/poll.h>
+#include <linux/sched/mm.h>
+#include <linux/seq_file.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+
+#include "umn.h"
+
+#define CREATE_TRACE_POINTS
+#include "trace.h"
+
+unsigned int max_regions = 1U << 20;
+module_param(max_regions, uint, 0644);
+MODULE_PARM_DESC(max_regions, "Maximum number of regions registered on one open file (default 1048576)");
+
+DEFINE_PER_CPU(struct umn_stats, umn_stats);
+static atomic_long_t umn_nr_files;
+atomic_long_t umn_nr_regions;
+struct kmem_cache *umn_region_cache;
+struct kmem_cache *umn_queued_cache;
+static struct kmem_cache *umn_file_cache;
+
+static bool umn_readable(struct umn_file *file)
+{
+	if (umn_has_ring(file))
+		return READ_ONCE(*file->head) != file->tail;
+	return !list_empty(&file->reports) || file->need_last;
+}
+
+void umn_wake(struct umn_file *file)
+{
+	if (wq_has_sleeper(&file->wait))
+		wake_up_interruptible(&file->wait);
+	kill_fasync(&file->fasync, SIGIO, POLL_IN);
+}
+
+/*
+ * Granting changes nothing yet: the file speaks the 2010 ABI until
+ * UMMUNOTIFY_SETUP turns the features on.  The 2010 test program passed
+ * an uninitialised mask; it must keep working whatever it asked for.
+ */
+static int umn_exchange_features(struct umn_file *file, u32 __user *argp)
+{
+	u32 granted;
+	int ret = 0;
+
+	if (get_user(granted, argp))
+		return -EFAULT;
+	granted &= UMN_SUPPORTED_FEATURES;
+	/* Pressure advisories are ring events. */
+	if (!(granted & UMMUNOTIFY_FEATURE_RING))
+		granted &= ~UMMUNOTIFY_FEATURE_PRESSURE;
+
+	mutex_lock(&file->regions_lock);
+	if (file->used || file->set_up)
+		ret = -EINVAL;
+	else if (put_user(granted, argp))
+		ret = -EFAULT;
+	else
+		file->features = granted;
+	mutex_unlock(&file->regions_lock);
+	return ret;
+}
+
+static long umn_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
+{
+	struct umn_file *file = filp->private_data;
+	void __user *argp = (void __user *)arg;
+
+	switch (cmd) {
+	case UMMUNOTIFY_EXCHANGE_FEATURES:
+	case UMMUNOTIFY_REGISTER_REGION:
+	case UMMUNOTIFY_UNREGISTER_REGION:
+	case UMMUNOTIFY_WATCH:
+	case UMMUNOTIFY_RESIZE:
+	case UMMUNOTIFY_SETUP:
+		break;
+	default:
+		return -ENOTTY;
+	}
+	if (!umn_is_owner(file))
+		return -EPERM;
+
+	switch (cmd) {
+	case UMMUNOTIFY_EXCHANGE_FEATURES:
+		return umn_exchange_features(file, argp);
+	case UMMUNOTIFY_REGISTER_REGION:
+		return umn_register(file, argp);
+	case UMMUNOTIFY_UNREGISTER_REGION:
+		return umn_unregister(file, argp);
+	case UMMUNOTIFY_WATCH:
+		return umn_watch(file, argp);
+	case UMMUNOTIFY_RESIZE:
+		return umn_resize(file, argp);
+	default:
+		return umn_setup(file, argp);
+	}
+}
+
+static bool umn_has_events(struct umn_file *file)
+{
+	bool readable;
+
+	spin_lock(&file->lock);
+	readable = umn_readable(file);
+	spin_unlock(&file->lock);
+	return readable;
+}
+
+static ssize_t umn_read(struct file *filp, char __user *buf, size_t count,
+			loff_t *pos)
+{
+	struct umn_file *file = filp->private_data;
+	ssize_t ret;
+
+	if (!umn_is_owner(file))
+		return -EPERM;
+
+	mutex_lock(&file->regions_lock);
+	for (;;) {
+		if (count < (umn_has_ring(file) ?
+			     sizeof(struct ummunotify_ring_event) :
+			     sizeof(struct ummunotify_event))) {
+			mutex_unlock(&file->regions_lock);
+			return -EINVAL;
+		}
+		file->used = true;
+		if (umn_has_events(file))
+			break;
+		mutex_unlock(&file->regions_lock);
+		if (filp->f_flags & O_NONBLOCK)
+			return -EAGAIN;
+		ret = wait_event_interruptible(file->wait,
+					       umn_has_events(file));
+		if (ret)
+			return ret;
+		mutex_lock(&file->regions_lock);
+	}
+
+	if (umn_has_ring(file))
+		ret = umn_read_ring(file, buf, count);
+	else
+		ret = umn_read_reports(file, buf, count);
+	mutex_unlock(&file->regions_lock);
+	return ret;
+}
+
+static __poll_t umn_poll(struct file *filp, poll_table *wait)
+{
+	struct umn_file *file = filp->private_data;
+
+	if (!umn_is_owner(file))
+		return EPOLLERR;
+
+	poll_wait(filp, &file->wait, wait);
+	return umn_has_events(file) ? EPOLLIN | EPOLLRDNORM : 0;
+}
+
+static int umn_fasync(int fd, struct file *filp, int on)
+{
+	struct umn_file *file = filp->private_data;
+
+	/* Anyone may turn it off: the last close does, from any process. */
+	if (on && !umn_is_owner(file))
+		return -EPERM;
+	return fasync_helper(fd, filp, on, &file->fasync);
+}
+
+static void umn_show_fdinfo(struct seq_file *m, struct file *filp)
+{
+	struct umn_file *file = filp->private_data;
+
+	spin_lock(&file->lock);
+	seq_printf(m, "features:\t%#x\n", READ_ONCE(file->features));
+	seq_printf(m, "regions:\t%u\n", READ_ONCE(file->nr_regions));
+	seq_printf(m, "slots:\t%u\n", file->nr_slots);
+	seq_printf(m, "ring_entries:\t%u\n",
+		   file->ring ? file->ring_mask + 1 : 0);
+	seq_printf(m, "counter:\t%llu\n", *file->counter);
+	seq_printf(m, "events:\t%llu\n", file->events);
+	seq_printf(m, "dropped:\t%llu\n", file->dropped);
+	seq_printf(m, "filtered:\t%lld\n", atomic64_read(&file->filtered));
+	seq_printf(m, "released:\t%d\n", file->released);
+	spin_unlock(&file->lock);
+}
+
+static int umn_open(struct inode *inode, struct file *filp)
+{
+	struct umn_file *file;
+
+	/* Kernel threads have no address space to watch. */
+	if (!current->mm)
+		return -EINVAL;
+
+	/* Sets up the cgroup's pressure list, should the file want it. */
+	file = kmem_cache_alloc_lru(umn_file_cache, &umn_pressure_lru,
+				    GFP_KERNEL | __GFP_ZERO);
+	if (!file)
+		return -ENOMEM;
+	file->header_page = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
+	if (!file->header_page) {
+		kmem_cache_free(umn_file_cache, file);
+		return -ENOMEM;
+	}
+	file->pages = &file->header_page;
+	file->nr_pages = 1;
+	file->header = page_address(file->header_page);
+	file->counter = file->header + UMN_OFF_COUNTER;
+
+	/*
+	 * Hold the mm_struct only, not the address space: an open file
+	 * must not keep the memory of an exited process alive.
+	 */
+	mmgrab(current->mm);
+	file->mm = current->mm;
+	mutex_init(&file->regions_lock);
+	file->cookies = RB_ROOT;
+	spin_lock_init(&file->lock);
+	INIT_LIST_HEAD(&file->reports);
+	INIT_LIST_HEAD(&file->pressure_node);
+	init_waitqueue_head(&file->wait);
+	file->notifier_ops.invalidate = umn_invalidate;
+	atomic_long_inc(&umn_nr_files);
+
+	filp->private_data = file;
+	return nonseekable_open(inode, filp);
+}
+
+static int umn_release(struct inode *inode, struct file *filp)
+{
+	struct umn_file *file = filp->private_data;
+	struct umn_region *region, *next;
+
+	/*
+	 * Nothing else holds the file, but the owner's other threads can
+	 * still be running the notifier until each region is removed.
+	 */
+	rbtree_postorder_for_each_entry_safe(region, next, &file->cookies,
+					     cookie_node) {
+		umn_account(file, region, -1);
+		umn_remove(file, region);
+		cond_resched();
+	}
+	umn_pressure_del(file);
+	umn_free_area(file);
+	__free_page(file->header_page);
+	mmdrop(file->mm);
+	kmem_cache_free(umn_file_cache, file);
+	atomic_long_dec(&umn_nr_files);
+	return 0;
+}
+
+static const struct file_operations umn_fops = {
+	.owner		= THIS_MODULE,
+	.open		= umn_open,
+	.release	= umn_release,
+	.read		= umn_read,
+	.poll		= umn_poll,
+	.fasync		= umn_fasync,
+	.mmap		= umn_mmap,
+	.unlocked_ioctl	= umn_ioctl,
+	.compat_ioctl	= compat_ptr_ioctl,
+	.show_fdinfo	= umn_show_fdinfo,
+};
+
+static u64 umn_stats_sum(size_t offset)
+{
+	u64 sum = 0;
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		sum += *(u64 *)((void *)per_cpu_ptr(&umn_stats, cpu) + offset);
+	return sum;
+}
+
+static ssize_t umn_stat_show(struct device *dev,
+			     struct device_attribute *attr, char *buf)
+{
+	struct dev_ext_attribute *ea = container_of(attr,
+						    struct dev_ext_attribute,
+						    attr);
+
+	return sysfs_emit(buf, "%llu\n", umn_stats_sum((size_t)ea->var));
+}
+
+static struct dev_ext_attribute dev_attr_events = {
+	__ATTR(events, 0444, umn_stat_show, NULL),
+	(void *)offsetof(struct umn_stats, events)
+};
+
+static struct dev_ext_attribute dev_attr_dropped = {
+	__ATTR(dropped, 0444, umn_stat_show, NULL),
+	(void *)offsetof(struct umn_stats, dropped)
+};
+
+static struct dev_ext_attribute dev_attr_filtered = {
+	__ATTR(filtered, 0444, umn_stat_show, NULL),
+	(void *)offsetof(struct umn_stats, filtered)
+};
+
+static ssize_t files_show(struct device *dev, struct device_attribute *attr,
+			  char *buf)
+{
+	return sysfs_emit(buf, "%ld\n", atomic_long_read(&umn_nr_files));
+}
+static DEVICE_ATTR_RO(files);
+
+static ssize_t regions_show(struct device *dev, struct device_attribute *attr,
+			    char *buf)
+{
+	return sysfs_emit(buf, "%ld\n", atomic_long_read(&umn_nr_regions));
+}
+static DEVICE_ATTR_RO(regions);
+
+static struct attribute *umn_attrs[] = {
+	&dev_attr_files.attr,
+	&dev_attr_regions.attr,
+	&dev_attr_events.attr.attr,
+	&dev_attr_dropped.attr.attr,
+	&dev_attr_filtered.attr.attr,
+	NULL
+};
+ATTRIBUTE_GROUPS(umn);
+
+static struct miscdevice umn_misc = {
+	.minor	= MISC_DYNAMIC_MINOR,
+	.name	= "ummunotify",
+	.fops	= &umn_fops,
+	.mode	= 0666,
+	.groups	= umn_groups,
+};
+
+static int __init umn_init(void)
+{
+	int ret;
+
+	umn_region_cache = KMEM_CACHE(umn_region, SLAB_ACCOUNT);
+	umn_queued_cache = KMEM_CACHE(umn_queued_region, SLAB_ACCOUNT);
+	umn_file_cache = KMEM_CACHE(umn_file, SLAB_ACCOUNT);
+	ret = -ENOMEM;
+	if (!umn_region_cache || !umn_queued_cache || !umn_file_cache)
+		goto out_cache;
+	ret = umn_pressure_init();
+	if (ret)
+		goto out_cache;
+	ret = misc_register(&umn_misc);
+	if (ret)
+		goto out_pressure;
+	return 0;
+
+out_pressure:
+	umn_pressure_exit();
+out_cache:
+	kmem_cache_destroy(umn_file_cache);
+	kmem_cache_destroy(umn_queued_cache);
+	kmem_cache_destroy(umn_region_cache);
+	return ret;
+}
+
+static void __exit umn_exit(void)
+{
+	misc_deregister(&umn_misc);
+	umn_pressure_exit();
+	kmem_cache_destroy(umn_file_cache);
+	kmem_cache_destroy(umn_queued_cache);
+	kmem_cache_destroy(umn_region_cache);
+}
+
+module_init(umn_init);
+module_exit(umn_exit);
+
+MODULE_DESCRIPTION("User-space notification of MMU invalidations");
+MODULE_AUTHOR("The ummunotify developers");
+MODULE_LICENSE("GPL");

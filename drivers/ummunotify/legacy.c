@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The 2010 ABI's queue: at most one pending report per registration,
+ * read() as struct ummunotify_event, then a LAST carrying the counter.
+ */
+
+#include <linux/err.h>
+#include <linux/uaccess.h>
+
+#include "umn.h"
+
+/* 2010 ABI: queue @region's report, or widen the pending one. */
+bool umn_queue_report(struct umn_file *file, struct umn_region *region,
+		      u64 start, u64 end)
+{
+	struct umn_queued_region *queued = umn_queued(region);
+
+	if (!list_empty(&queued->report)) {
+		queued->hint = false;
+		return false;
+	}
+	queued->hint = true;
+	queued->hint_start = start;
+	queued->hint_end = end;
+	list_add_tail(&queued->report, &file->reports);
+	return true;
+}
+
+/* The 2010 queue: a resized watch's pending report moves to the new range. */
+void umn_move_report(struct umn_file *file, struct umn_queued_region *old,
+		     struct umn_queued_region *new)
+{
+	spin_lock(&file->lock);
+	if (!list_empty(&old->report)) {
+		if (list_empty(&new->report)) {
+			list_replace_init(&old->report, &new->report);
+			new->hint = old->hint;
+			new->hint_start = old->hint_start;
+			new->hint_end = old->hint_end;
+		} else {
+			list_del_init(&old->report);
+			new->hint = false;
+		}
+	}
+	spin_unlock(&file->lock);
+}
+
+/*
+ * 2010 ABI: fill @event with the oldest pending report, or with LAST once
+ * the queue is empty.  Returns the region reported, NULL for LAST, or an
+ * error pointer when nothing is pending.
+ */
+static struct umn_queued_region *umn_peek(struct umn_file *file,
+					  struct ummunotify_event *event)
+{
+	struct umn_queued_region *queued;
+
+	memset(event, 0, sizeof(*event));
+	spin_lock(&file->lock);
+	queued = list_first_entry_or_null(&file->reports,
+					  struct umn_queued_region, report);
+	if (queued) {
+		event->type = UMMUNOTIFY_EVENT_TYPE_INVAL;
+		event->user_cookie_counter = queued->region.cookie;
+		if (queued->hint) {
+			event->flags = UMMUNOTIFY_EVENT_FLAG_HINT;
+			event->hint_start = queued->hint_start;
+			event->hint_end = queued->hint_end;
+		} else {
+			event->hint_start = umn_region_start(&queued->region);
+			event->hint_end = umn_region_end(&queued->region);
+		}
+	} else if (file->need_last) {
+		event->type = UMMUNOTIFY_EVENT_TYPE_LAST;
+		event->user_cookie_counter = *file->counter;
+	} else {
+		queued = ERR_PTR(-EAGAIN);
+	}
+	spin_unlock(&file->lock);
+	return queued;
+}
+
+/* @event, peeked for @queued (NULL: LAST), reached user space. */
+static void umn_consume(struct umn_file *file,
+			struct umn_queued_region *queued,
+			const struct ummunotify_event *event)
+{
+	spin_lock(&file->lock);
+	if (!queued) {
+		file->need_last = false;
+	} else if (!(event->flags & UMMUNOTIFY_EVENT_FLAG_HINT) ||
+		   queued->hint) {
+		list_del_init(&queued->report);
+		file->need_last = true;
+	}
+	/* Else hit again since the peek: keep it, now for the whole range. */
+	spin_unlock(&file->lock);
+}
+
+/*
+ * 2010 ABI.  Each event is copied out before it is dequeued, so that a
+ * bad buffer loses nothing; regions_lock keeps the peeked region alive.
+ */
+ssize_t umn_read_reports(struct umn_file *file, char __user *buf,
+			 size_t count)
+{
+	struct umn_queued_region *queued;
+	struct ummunotify_event event;
+	size_t done = 0;
+
+	while (count - done >= sizeof(event)) {
+		queued = umn_peek(file, &event);
+		if (IS_ERR(queued))
+			break;
+		if (copy_to_user(buf + done, &event, sizeof(event)))
+			return done ?: -EFAULT;
+		umn_consume(file, queued, &event);
+		done += sizeof(event);
+	}
+	return done;
+}

@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Memory-pressure advisories: reclaim asks the files that want them,
+ * through a memcg-aware shrinker, to give back registrations.
+ */
+
+#include <linux/module.h>
+#include <linux/shrinker.h>
+
+#include "umn.h"
+
+unsigned int pressure_interval_ms = 1000;
+module_param(pressure_interval_ms, uint, 0644);
+MODULE_PARM_DESC(pressure_interval_ms, "Minimum interval between two pressure events to one file (default 1000)");
+
+/*
+ * Files that asked for pressure events, on the list of their memory
+ * cgroup, so that reclaim in that cgroup asks them (and only them).
+ */
+struct list_lru umn_pressure_lru;
+static bool umn_pressure_ready;
+
+/*
+ * Memory pressure.  The files of a memory cgroup that asked for pressure
+ * events make one cache whose objects are the pages they watch: reclaim
+ * in that cgroup asks it for a share of them, as it asks every cache, in
+ * proportion to its size and to how hard reclaim is trying.  Nothing here
+ * can free those pages; each file is told, at most once per
+ * pressure_interval_ms, how many bytes reclaim asked of it since the last
+ * time, and only the application knows which registrations to drop.
+ */
+struct umn_pressure_walk {
+	unsigned long watched;	/* pages watched by the cgroup's files */
+	unsigned long asked;	/* pages reclaim asks for */
+};
+
+static enum lru_status umn_pressure_count_one(struct list_head *item,
+					      struct list_lru_one *list,
+					      spinlock_t *lock, void *arg)
+{
+	struct umn_file *file = container_of(item, struct umn_file,
+					     pressure_node);
+	struct umn_pressure_walk *walk = arg;
+
+	walk->watched += READ_ONCE(file->watched_pages);
+	return LRU_SKIP;
+}
+
+static enum lru_status umn_pressure_ask_one(struct list_head *item,
+					    struct list_lru_one *list,
+					    spinlock_t *lock, void *arg)
+{
+	struct umn_file *file = container_of(item, struct umn_file,
+					     pressure_node);
+	unsigned long watched = READ_ONCE(file->watched_pages);
+	struct umn_pressure_walk *walk = arg;
+	struct ummunotify_ring_event event = {
+		.slot = UMMUNOTIFY_NO_SLOT,
+		.cause = UMMUNOTIFY_CAUSE_PRESSURE,
+	};
+	bool posted = false;
+
+	if (!walk->watched)
+		return LRU_SKIP;
+	spin_lock(&file->lock);
+	file->pressure_pages = min(file->pressure_pages +
+				   mult_frac(walk->asked, watched,
+					     walk->watched), watched);
+	if (file->pressure_pages && !file->released &&
+	    time_after_eq(jiffies, file->pressure_next)) {
+		event.generation = (u64)file->pressure_pages << PAGE_SHIFT;
+		posted = umn_ring_post(file, &event);
+	}
+	if (posted) {
+		file->pressure_pages = 0;
+		file->pressure_next = jiffies +
+			msecs_to_jiffies(READ_ONCE(pressure_interval_ms));
+	}
+	spin_unlock(&file->lock);
+	if (posted)
+		umn_wake(file);
+	return LRU_SKIP;
+}
+
+/* A file set up with FEATURE_PRESSURE joins its cgroup's list. */
+void umn_pressure_add(struct umn_file *file)
+{
+	list_lru_add_obj(&umn_pressure_lru, &file->pressure_node);
+}
+
+void umn_pressure_del(struct umn_file *file)
+{
+	list_lru_del_obj(&umn_pressure_lru, &file->pressure_node);
+}
+
+/* Not NUMA aware: the cgroup's files may sit on any node. */
+static void umn_pressure_walk(struct mem_cgroup *memcg, list_lru_walk_cb cb,
+			      struct umn_pressure_walk *walk)
+{
+	unsigned long nr;
+	int nid;
+
+	for_each_node_state(nid, N_NORMAL_MEMORY) {
+		nr = ULONG_MAX;
+		list_lru_walk_one(&umn_pressure_lru, nid, memcg, cb, walk, &nr);
+	}
+}
+
+static unsigned long umn_pressure_count(struct shrinker *shrinker,
+					struct shrink_control *sc)
+{
+	struct umn_pressure_walk walk = {};
+
+	/* Before 6.7 the list can only be set up after registration. */
+	if (!smp_load_acquire(&umn_pressure_ready))
+		return 0;
+	umn_pressure_walk(sc->memcg, umn_pressure_count_one, &walk);
+	return walk.watched;
+}
+
+static unsigned long umn_pressure_scan(struct shrinker *shrinker,
+				       struct shrink_control *sc)
+{
+	struct umn_pressure_walk walk = { .asked = sc->nr_to_scan };
+
+	umn_pressure_walk(sc->memcg, umn_pressure_count_one, &walk);
+	umn_pressure_walk(sc->memcg, umn_pressure_ask_one, &walk);
+	/* Freed nothing, but asked: reclaim need not defer the work. */
+	return 0;
+}
+
+/* 6.7 replaced register_shrinker() with shrinker_alloc() (see Kbuild). */
+#ifdef UMN_HAVE_SHRINKER_ALLOC
+static struct shrinker *umn_shrinker;
+
+int umn_pressure_init(void)
+{
+	int ret;
+
+	umn_shrinker = shrinker_alloc(SHRINKER_MEMCG_AWARE, "ummunotify");
+	if (!umn_shrinker)
+		return -ENOMEM;
+	umn_shrinker->count_objects = umn_pressure_count;
+	umn_shrinker->scan_objects = umn_pressure_scan;
+	ret = list_lru_init_memcg(&umn_pressure_lru, umn_shrinker);
+	if (ret) {
+		shrinker_free(umn_shrinker);
+		return ret;
+	}
+	/* Pairs with umn_pressure_count(): the list is ready. */
+	smp_store_release(&umn_pressure_ready, true);
+	shrinker_register(umn_shrinker);
+	return 0;
+}
+
+void umn_pressure_exit(void)
+{
+	shrinker_free(umn_shrinker);
+	list_lru_destroy(&umn_pressure_lru);
+}
+#else
+static struct shrinker umn_shrinker = {
+	.count_objects	= umn_pressure_count,
+	.scan_objects	= umn_pressure_scan,
+	.seeks		= DEFAULT_SEEKS,
+	.flags		= SHRINKER_MEMCG_AWARE,
+};
+
+int umn_pressure_init(void)
+{
+	int ret;
+
+	ret = register_shrinker(&umn_shrinker, "ummunotify");
+	if (ret)
+		return ret;
+	/* The list takes the shrinker's id, known once it is registered. */
+	ret = list_lru_init_memcg(&umn_pressure_lru, &umn_shrinker);
+	if (ret) {
+		unregister_shrinker(&umn_shrinker);
+		return ret;
+	}
+	/* Pairs with umn_pressure_count(): the list is ready. */
+	smp_store_release(&umn_pressure_ready, true);
+	return 0;
+}
+
+void umn_pressure_exit(void)
+{
+	unregister_shrinker(&umn_shrinker);
+	list_lru_destroy(&umn_pressure_lru);
+}
+
+#endif

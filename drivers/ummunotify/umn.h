@@ -1,0 +1,276 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * ummunotify internals, shared by the files of the driver:
+ *
+ *   device.c	the misc device: open, release, ioctl, poll, fasync,
+ *		fdinfo, sysfs, module init
+ *   watch.c	watches, their cookies and slots, the interval notifier
+ *   ring.c	the shared area (SETUP, mmap) and the event ring, read()
+ *   legacy.c	the 2010 ABI's queue of reports, read()
+ *   pressure.c	memory-pressure advisories from a shrinker
+ *
+ * Locking, outermost first:
+ *
+ *   regions_lock	per file: setup, the cookie tree, slots, reading
+ *			events.  Held across copy_to_user() and
+ *			mmu_interval_notifier_insert(), which take
+ *			mmap_lock: never taken under mmap_lock (->mmap)
+ *			nor by the notifier.
+ *   mmap_lock		the opener's, taken by the core mm
+ *   lock		per file spinlock, the notifier's only lock: what
+ *			invalidations publish.  Nothing sleeps under it.
+ */
+#ifndef _UMMUNOTIFY_UMN_H
+#define _UMMUNOTIFY_UMN_H
+
+#include <linux/list.h>
+#include <linux/list_lru.h>
+#include <linux/mmu_notifier.h>
+#include <linux/mutex.h>
+#include <linux/percpu.h>
+#include <linux/rbtree.h>
+#include <linux/spinlock.h>
+#include <linux/types.h>
+#include <linux/wait.h>
+
+#include <linux/ummunotify.h>
+
+#include "compat.h"
+
+#define UMN_SUPPORTED_FEATURES	(UMMUNOTIFY_FEATURE_WATCH | \
+				 UMMUNOTIFY_FEATURE_RING | \
+				 UMMUNOTIFY_FEATURE_PRESSURE)
+#define UMN_ALL_CAUSES		(BIT(UMMUNOTIFY_CAUSE_UNMAP) | \
+				 BIT(UMMUNOTIFY_CAUSE_CLEAR) | \
+				 BIT(UMMUNOTIFY_CAUSE_PROTECTION) | \
+				 BIT(UMMUNOTIFY_CAUSE_SOFT_DIRTY) | \
+				 BIT(UMMUNOTIFY_CAUSE_MIGRATE) | \
+				 BIT(UMMUNOTIFY_CAUSE_RELEASE))
+#define UMN_DEFAULT_SLOTS	4096U
+#define UMN_DEFAULT_RING	4096U
+#define UMN_MAX_RING		BIT(20)
+
+/* Layout of the first page: the counter stays at 0 for the 2010 ABI. */
+#define UMN_OFF_COUNTER		0
+#define UMN_OFF_TAIL		64
+#define UMN_OFF_DROPPED		72
+#define UMN_OFF_RING_MASK	80
+
+/**
+ * struct umn_file - one open file: the watches of one address space
+ * @mm:			the opener's address space, mmgrab()ed
+ * @regions_lock:	serialises setup, changes to @cookies and the
+ *			consumption of events; never taken by the notifier
+ *			or under mmap_lock
+ * @cookies:		regions by cookie
+ * @slot_map:		generation slots in use, sized by UMMUNOTIFY_SETUP
+ * @slot_hint:		where to look for a free slot first
+ * @nr_regions:		number of entries in @cookies
+ * @watched_pages:	pages covered by the watches, but for whole-address-
+ *			space ones: what a cache has probably pinned
+ * @features:		granted UMMUNOTIFY_FEATURE_* bits
+ * @set_up:		UMMUNOTIFY_SETUP has run
+ * @used:		a region was registered or read() ran: features and
+ *			setup can no longer change
+ * @lock:		protects what the notifier touches, below
+ * @released:		the address space has exited
+ * @reports:		2010 ABI: regions with a pending report, oldest first
+ * @need_last:		2010 ABI: a report was read and no LAST followed yet
+ * @last_generation:	last generation handed out: they never repeat
+ * @tail:		ring producer position
+ * @lost:		ring events dropped since the last OVERFLOW event
+ * @events:		events published (after filtering)
+ * @dropped:		ring events dropped, ever
+ * @filtered:		invalidations a watch's causes did not ask for
+ * @pressure_node:	in umn_pressure_lru, with FEATURE_PRESSURE
+ * @pressure_pages:	pages reclaim asked for since the last PRESSURE event
+ * @pressure_next:	jiffies before which no PRESSURE event is posted
+ * @header_page:	first page of the read-only area: counter, tail...
+ * @pages:		the read-only area: @header_page, generations, ring
+ * @nr_pages:		number of @pages
+ * @head_page:		the one page user space writes: the ring's head
+ * @header:		kernel address of @header_page
+ * @counter:		the 2010 counter, in @header
+ * @area:		kernel mapping of @pages[1..]
+ * @generations:	slot generation words, in @area
+ * @ring:		ring entries, in @area
+ * @head:		consumer position, in @head_page
+ * @nr_slots:		number of @generations
+ * @ring_mask:		ring entries - 1
+ * @wait:		readers and pollers
+ * @fasync:		SIGIO subscribers
+ * @notifier_ops:	the file's own, so that a region finds its file
+ */
+struct umn_file {
+	struct mm_struct *mm;
+
+	struct mutex regions_lock;	/* not in the notifier, see above */
+	struct rb_root cookies;
+	unsigned long *slot_map;
+	u32 slot_hint;
+	unsigned int nr_regions;
+	unsigned long watched_pages;
+	u32 features;
+	bool set_up;
+	bool used;
+
+	spinlock_t lock;		/* the notifier's only lock */
+	bool released;
+	struct list_head reports;
+	bool need_last;
+	u64 last_generation;
+	u64 tail;
+	u64 lost;
+	u64 events;
+	u64 dropped;
+	atomic64_t filtered;
+	struct list_head pressure_node;
+	unsigned long pressure_pages;
+	unsigned long pressure_next;
+
+	struct page *header_page;
+	struct page **pages;
+	unsigned int nr_pages;
+	struct page *head_page;
+	void *header;
+	u64 *counter;
+	void *area;
+	u64 *generations;
+	struct ummunotify_ring_event *ring;
+	u64 *head;
+	u32 nr_slots;
+	u32 ring_mask;
+
+	wait_queue_head_t wait;
+	struct fasync_struct *fasync;
+	struct mmu_interval_notifier_ops notifier_ops;
+};
+
+/**
+ * struct umn_region - one registration: 128 bytes, the file found from
+ * the notifier's ops (see umn_region_file())
+ * @notifier:	interval notifier over the watched range
+ * @cookie_node: node in &umn_file.cookies
+ * @cookie:	user's cookie, unique within the file
+ * @slot:	generation slot, or UMMUNOTIFY_NO_SLOT
+ * @causes:	BIT(UMMUNOTIFY_CAUSE_*) to publish
+ */
+struct umn_region {
+	struct mmu_interval_notifier notifier;
+	struct rb_node cookie_node;
+	u64 cookie;
+	u32 slot;
+	u16 causes;
+};
+
+/**
+ * struct umn_queued_region - a registration of a file without a ring,
+ * whose reports wait in the 2010 queue
+ * @region:	the registration
+ * @report:	node in &umn_file.reports while a report is pending,
+ *		otherwise empty
+ * @hint_start:	start of the part invalidated, valid when @hint
+ * @hint_end:	end of the part invalidated, valid when @hint
+ * @hint:	the pending report covers one invalidation only
+ */
+struct umn_queued_region {
+	struct umn_region region;
+	struct list_head report;
+	u64 hint_start;
+	u64 hint_end;
+	bool hint;
+};
+
+/* Module-wide counters, in /sys/class/misc/ummunotify/. */
+struct umn_stats {
+	u64 events;
+	u64 dropped;
+	u64 filtered;
+};
+
+static inline u64 umn_region_start(const struct umn_region *region)
+{
+	return region->notifier.interval_tree.start;
+}
+
+static inline u64 umn_region_end(const struct umn_region *region)
+{
+	return region->notifier.interval_tree.last + 1;
+}
+
+/*
+ * Only the address space that opened the file may see or change its
+ * watches: not a forked child, not a process the fd was passed to, not
+ * the opener after execve().
+ */
+static inline bool umn_is_owner(struct umn_file *file)
+{
+	return current->mm == file->mm;
+}
+
+static inline bool umn_has_ring(struct umn_file *file)
+{
+	return file->ring;
+}
+
+/* Saves a pointer in every region: 8 of the 128 bytes. */
+static inline struct umn_file *umn_region_file(struct umn_region *region)
+{
+	return container_of(region->notifier.ops, struct umn_file,
+			    notifier_ops);
+}
+
+/* Only for files without a ring, whose regions are all queued ones. */
+static inline struct umn_queued_region *umn_queued(struct umn_region *region)
+{
+	return container_of(region, struct umn_queued_region, region);
+}
+
+extern unsigned int max_regions;
+extern unsigned int pressure_interval_ms;
+
+DECLARE_PER_CPU(struct umn_stats, umn_stats);
+extern atomic_long_t umn_nr_regions;
+extern struct list_lru umn_pressure_lru;
+extern struct kmem_cache *umn_region_cache;
+extern struct kmem_cache *umn_queued_cache;
+
+/* device.c */
+void umn_wake(struct umn_file *file);
+
+/* watch.c */
+bool umn_invalidate(struct mmu_interval_notifier *notifier,
+		    const struct mmu_notifier_range *range,
+		    unsigned long cur_seq);
+int umn_register(struct umn_file *file,
+		 struct ummunotify_register_ioctl __user *argp);
+int umn_watch(struct umn_file *file, struct ummunotify_watch __user *argp);
+int umn_resize(struct umn_file *file, struct ummunotify_watch __user *argp);
+int umn_unregister(struct umn_file *file, u64 __user *argp);
+void umn_account(struct umn_file *file, struct umn_region *region,
+		 int sign);
+void umn_remove(struct umn_file *file, struct umn_region *region);
+
+/* ring.c */
+bool umn_ring_post(struct umn_file *file,
+		   const struct ummunotify_ring_event *event);
+int umn_setup(struct umn_file *file, struct ummunotify_params __user *argp);
+void umn_free_area(struct umn_file *file);
+ssize_t umn_read_ring(struct umn_file *file, char __user *buf, size_t count);
+int umn_mmap(struct file *filp, struct vm_area_struct *vma);
+
+/* legacy.c */
+bool umn_queue_report(struct umn_file *file, struct umn_region *region,
+		      u64 start, u64 end);
+void umn_move_report(struct umn_file *file, struct umn_queued_region *old,
+		     struct umn_queued_region *new);
+ssize_t umn_read_reports(struct umn_file *file, char __user *buf,
+			 size_t count);
+
+/* pressure.c */
+int umn_pressure_init(void);
+void umn_pressure_add(struct umn_file *file);
+void umn_pressure_del(struct umn_file *file);
+void umn_pressure_exit(void);
+
+#endif /* _UMMUNOTIFY_UMN_H */
