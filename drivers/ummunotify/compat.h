@@ -1,17 +1,42 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Kernel interfaces that differ among the kernels ummunotify supports.
- * Kbuild probes the headers of the kernel being built against (so that a
- * distribution's backport counts) and defines UMN_HAVE_* / UMN_NEED_*.
+ * What differs among the kernels ummunotify supports, from 5.10 on.
+ * Kbuild probes the headers and defines UMN_HAVE_* for what the kernel
+ * has; each bridge below gives older kernels the newer interface.
  */
 #ifndef _UMMUNOTIFY_COMPAT_H
 #define _UMMUNOTIFY_COMPAT_H
 
 #include <linux/list_lru.h>
 #include <linux/mm.h>
+#include <linux/mmu_notifier.h>
+#include <linux/shrinker.h>
+#include <linux/slab.h>
 
-/* Before 6.3 (see Kbuild) */
-#ifdef UMN_NEED_VM_FLAGS_MOD
+/* Before 5.14 there is no device-exclusive access to be told about. */
+#ifdef UMN_HAVE_MMU_NOTIFY_EXCLUSIVE
+#define umn_event_exclusive(event)	((event) == MMU_NOTIFY_EXCLUSIVE)
+#else
+#define umn_event_exclusive(event)	false
+#endif
+
+/*
+ * Before 5.18 objects of a SLAB_ACCOUNT cache join their memory cgroup's
+ * list_lru without being told about the list at allocation.
+ */
+#ifndef UMN_HAVE_KMEM_CACHE_ALLOC_LRU
+static inline void *kmem_cache_alloc_lru(struct kmem_cache *cache,
+					 struct list_lru *lru, gfp_t gfp)
+{
+	return kmem_cache_alloc(cache, gfp);
+}
+#endif
+
+#ifndef UMN_HAVE_SHRINKER_NAME
+#define register_shrinker(shrinker, name)	register_shrinker(shrinker)
+#endif
+
+#ifndef UMN_HAVE_VM_FLAGS_MOD
 static inline void vm_flags_mod(struct vm_area_struct *vma,
 				vm_flags_t set, vm_flags_t clear)
 {
@@ -19,7 +44,6 @@ static inline void vm_flags_mod(struct vm_area_struct *vma,
 }
 #endif
 
-/* Before 6.8 (see Kbuild) */
 #ifndef UMN_HAVE_LIST_LRU_ADD_OBJ
 static inline bool list_lru_add_obj(struct list_lru *lru,
 				    struct list_head *item)
@@ -32,6 +56,16 @@ static inline bool list_lru_del_obj(struct list_lru *lru,
 {
 	return list_lru_del(lru, item);
 }
+#endif
+
+/* The parameters of a list_lru_walk_cb, named: 6.13 dropped the lock. */
+#ifdef UMN_HAVE_LIST_LRU_WALK_LOCK
+#define UMN_LRU_WALK_ARGS \
+	struct list_head *item, struct list_lru_one *list, \
+	spinlock_t *lock, void *arg
+#else
+#define UMN_LRU_WALK_ARGS \
+	struct list_head *item, struct list_lru_one *list, void *arg
 #endif
 
 #endif /* _UMMUNOTIFY_COMPAT_H */

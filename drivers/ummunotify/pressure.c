@@ -34,9 +34,7 @@ struct umn_pressure_walk {
 	unsigned long asked;	/* pages reclaim asks for */
 };
 
-static enum lru_status umn_pressure_count_one(struct list_head *item,
-					      struct list_lru_one *list,
-					      spinlock_t *lock, void *arg)
+static enum lru_status umn_pressure_count_one(UMN_LRU_WALK_ARGS)
 {
 	struct umn_file *file = container_of(item, struct umn_file,
 					     pressure_node);
@@ -46,9 +44,7 @@ static enum lru_status umn_pressure_count_one(struct list_head *item,
 	return LRU_SKIP;
 }
 
-static enum lru_status umn_pressure_ask_one(struct list_head *item,
-					    struct list_lru_one *list,
-					    spinlock_t *lock, void *arg)
+static enum lru_status umn_pressure_ask_one(UMN_LRU_WALK_ARGS)
 {
 	struct umn_file *file = container_of(item, struct umn_file,
 					     pressure_node);

@@ -19,12 +19,13 @@
  */
 static unsigned int umn_cause(enum mmu_notifier_event event)
 {
+	if (umn_event_exclusive(event))
+		return UMMUNOTIFY_CAUSE_PROTECTION;
 	switch (event) {
 	case MMU_NOTIFY_UNMAP:
 		return UMMUNOTIFY_CAUSE_UNMAP;
 	case MMU_NOTIFY_PROTECTION_VMA:
 	case MMU_NOTIFY_PROTECTION_PAGE:
-	case MMU_NOTIFY_EXCLUSIVE:
 		return UMMUNOTIFY_CAUSE_PROTECTION;
 	case MMU_NOTIFY_SOFT_DIRTY:
 		return UMMUNOTIFY_CAUSE_SOFT_DIRTY;
