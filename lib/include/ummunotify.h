@@ -24,7 +24,7 @@ extern "C" {
  * what 1.1 adds.  The Makefile takes the library's version from here.
  */
 #define LIBUMMUNOTIFY_VERSION_MAJOR	1
-#define LIBUMMUNOTIFY_VERSION_MINOR	0
+#define LIBUMMUNOTIFY_VERSION_MINOR	1
 #define LIBUMMUNOTIFY_VERSION_PATCH	0
 #define LIBUMMUNOTIFY_VERSION_CODE(major, minor, patch) \
 	(((major) << 16) | ((minor) << 8) | (patch))
@@ -110,6 +110,7 @@ int umn_resize(struct umn *u, struct umn_watch *w, const void *addr,
 	       size_t len);
 
 int umn_drain(struct umn *u, umn_event_fn *fn, void *arg);
+int umn_read_events(struct umn *u, struct umn_event *events, size_t n);
 
 /*
  * Private to the inline functions below: the first member of struct umn.

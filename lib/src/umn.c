@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -415,4 +416,45 @@ int umn_drain(struct umn *u, umn_event_fn *fn, void *arg)
 	}
 	umn__unlock(u);
 	return ret;
+}
+
+struct copy_out {
+	struct umn_event *events;
+	size_t n;
+	size_t copied;
+	uint64_t folded;	/* events that did not fit */
+};
+
+static void copy_event(void *arg, const struct umn_event *event)
+{
+	struct copy_out *c = arg;
+
+	if (c->copied < c->n)
+		c->events[c->copied++] = *event;
+	else
+		c->folded++;
+}
+
+/*
+ * umn_drain() into an array, for callers that must not be called back
+ * with the handle's lock held.  What does not fit is folded, with the
+ * last event copied, into one OVERFLOW: the caller rechecks every watch,
+ * and nothing is missed, because generation words are never lost.
+ */
+int umn_read_events(struct umn *u, struct umn_event *events, size_t n)
+{
+	struct copy_out c = { events, n, 0, 0 };
+	int ret;
+
+	if (!n || n > INT_MAX)
+		return -EINVAL;
+	ret = umn_drain(u, copy_event, &c);
+	if (ret < 0)
+		return ret;
+	if (c.folded)
+		events[n - 1] = (struct umn_event){
+			.cause = UMN_CAUSE_OVERFLOW,
+			.value = c.folded + 1,
+		};
+	return (int)c.copied;
 }

@@ -3,9 +3,9 @@
 #
 # Install into a scratch root and use the library as a program would:
 # through pkg-config, the installed header and the versioned soname.
-# Also: the shared library exports exactly libummunotify.map's symbols, all
-# at UMMUNOTIFY_1.0, and the static one the same symbols; the shared
-# library is installed 0644; the header's LIBUMMUNOTIFY_VERSION is
+# Also: the shared library exports exactly libummunotify.map's symbols, each
+# at the version node the map puts it in, and the static one the same
+# symbols; the shared library is installed 0644; the header's LIBUMMUNOTIFY_VERSION is
 # pkg-config's version; every function has a man page.
 #
 # Usage: tests/installed.sh BUILD_DIR
@@ -22,9 +22,12 @@ fail() { echo "installed.sh: $*" >&2; exit 1; }
 
 want=$(sed -n 's/^[[:space:]]*\(umn[a-z_]*\);$/\1/p' "$lib/libummunotify.map" |
 	sort)
+versioned=$(awk '/^UMMUNOTIFY_[0-9.]* {/ { node = $1 }
+	/^[[:space:]]*umn[a-z_]*;$/ { sub(/;/, ""); print $1 "@@" node }' \
+	"$lib/libummunotify.map" | sort)
 have=$(nm -D --defined-only "$stage/opt/umn/lib/libummunotify.so.1" |
 	awk '$3 ~ /^umn/ { print $3 }' | sort)
-[ "$have" = "$(echo "$want" | sed 's/$/@@UMMUNOTIFY_1.0/')" ] ||
+[ "$have" = "$versioned" ] ||
 	fail "exported symbols differ from libummunotify.map: $have"
 have=$(nm -g --defined-only "$stage/opt/umn/lib/libummunotify.a" |
 	awk 'NF == 3 { print $3 }' | sort)
