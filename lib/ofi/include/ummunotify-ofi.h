@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * libummunotify-ofi: a memory monitor for libfabric's MR cache, built on
+ * /dev/ummunotify and imported with fi_import() (FI_CLASS_MEM_MONITOR).
+ *
+ * Installed as a libfabric provider (libummunotify-fi.so in libfabric's
+ * provider directory), it is imported by every libfabric program without a
+ * change; a program may also import it itself with umn_ofi_import().  See
+ * umn_ofi_import(3).  Functions return 0 or a negative errno value.
+ */
+#ifndef UMMUNOTIFY_OFI_H
+#define UMMUNOTIFY_OFI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+int umn_ofi_import(void);
+
+struct umn_ofi_stats {
+	bool imported;		/* libfabric took the monitor */
+	bool started;		/* an MR cache uses it now */
+	uint32_t abi;		/* features granted, umn_features(3) */
+	uint64_t watches;	/* ranges watched now */
+	uint64_t subscribes;	/* subscribe() calls */
+	uint64_t reused;	/* ... served by a watch of the same range */
+	uint64_t recycled;	/* watches dropped for room (max_watches) */
+	uint64_t events;	/* invalidations of watched ranges */
+	uint64_t notified;	/* ranges passed to libfabric's notify() */
+	uint64_t overflows;	/* events lost: every watch rechecked */
+};
+
+void umn_ofi_stats(struct umn_ofi_stats *stats);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* UMMUNOTIFY_OFI_H */
