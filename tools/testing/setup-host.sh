@@ -46,6 +46,7 @@ apt-get install -y -qq --no-install-recommends \
 	linux-image-amd64 linux-headers-amd64 linux-source-6.1 \
 	sparse coccinelle pkg-config \
 	rdma-core ibverbs-utils libibverbs-dev ibverbs-providers iproute2 \
+	libfabric-dev libfabric-bin openmpi-bin libopenmpi-dev \
 	gnuplot-nox python3 >/dev/null
 apt-get install -y -qq --no-install-recommends -t bookworm-backports \
 	"$bpo_image" "$bpo_headers" >/dev/null
