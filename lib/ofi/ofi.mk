@@ -38,33 +38,32 @@ install: install-ofi
 
 $(O)/obj/ofi/%.o: ofi/%.c ofi/ofi.h $(OFI_HDR) include/ummunotify.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(OFI_CFLAGS) -fPIC -c -o $@ $<
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(OFI_CFLAGS) -fPIC -c -o $@ $<
 
 $(OFI_SO): $(OFI_OBJS) ofi/libummunotify-ofi.map $(O)/libummunotify.so
-	$(CC) $(CFLAGS) -shared -Wl,-soname,$(OFI_SONAME) \
+	$(CC) $(CFLAGS) $(LDFLAGS) -shared -Wl,-soname,$(OFI_SONAME) \
 		-Wl,--version-script=ofi/libummunotify-ofi.map $(OFI_LDFLAGS) \
 		-o $@ $(OFI_OBJS) -L$(O) -lummunotify -lfabric $(LDLIBS)
 
 $(O)/$(OFI_SONAME) $(O)/libummunotify-ofi.so: $(OFI_SO)
 	ln -sfn $(notdir $(OFI_SO)) $@
 
-$(O)/libummunotify-ofi.a: $(OFI_OBJS)
-	rm -f $@
-	$(AR) rcs $@ $^
+$(O)/libummunotify-ofi.a: $(OFI_OBJS) ofi/libummunotify-ofi.map
+	$(call static_lib,$(OFI_OBJS),ofi/libummunotify-ofi.map)
 
 $(OFI_PROV): $(O)/obj/ofi/fi-provider.o $(O)/$(OFI_SONAME)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -shared $(OFI_LDFLAGS) -o $@ $< \
+	$(CC) $(CFLAGS) $(LDFLAGS) -shared $(OFI_LDFLAGS) -o $@ $< \
 		-L$(O) -lummunotify-ofi
 
 install-ofi: $(OFI_LIBS) $(OFI_PROV)
 	install -D -m 644 $(OFI_HDR) $(DESTDIR)$(INCLUDEDIR)/ummunotify-ofi.h
-	install -D -m 755 $(OFI_SO) $(DESTDIR)$(LIBDIR)/$(notdir $(OFI_SO))
+	install -D -m 644 $(OFI_SO) $(DESTDIR)$(LIBDIR)/$(notdir $(OFI_SO))
 	ln -sfn $(notdir $(OFI_SO)) $(DESTDIR)$(LIBDIR)/$(OFI_SONAME)
 	ln -sfn $(OFI_SONAME) $(DESTDIR)$(LIBDIR)/libummunotify-ofi.so
 	install -D -m 644 $(O)/libummunotify-ofi.a \
 		$(DESTDIR)$(LIBDIR)/libummunotify-ofi.a
-	install -D -m 755 $(OFI_PROV) \
+	install -D -m 644 $(OFI_PROV) \
 		$(DESTDIR)$(OFI_PROVDIR)/libummunotify-fi.so
 	install -d $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(MANDIR)/man3 \
 		$(DESTDIR)$(MANDIR)/man7
@@ -84,8 +83,9 @@ guest-tests: $(O)/tests/ofi-stale
 $(O)/tests/ofi-stale: $(OFI_TEST_SRCS) tests/ofi/fab.h $(OFI_HDR) \
 		      $(TEST_COMMON) $(OFI_LIBS) $(OFI_PROV)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(OFI_CFLAGS) -Itests/ofi -o $@ $(OFI_TEST_SRCS) \
-		-L$(O) -lummunotify-ofi -Wl,-rpath,$(O) -lfabric $(LDLIBS)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(OFI_CFLAGS) -Itests/ofi $(LDFLAGS) -o $@ \
+		$(OFI_TEST_SRCS) -L$(O) -lummunotify-ofi -Wl,-rpath,$(O) \
+		-lfabric $(LDLIBS)
 
 -include $(OFI_OBJS:.o=.d) $(O)/obj/ofi/fi-provider.d
 endif
