@@ -8,7 +8,8 @@
 # all			also libummunotify-ofi.{so,a} and ofi/libummunotify-fi.so
 #			(FI_PROVIDER_PATH=$(O)/ofi uses it from the build tree)
 # check			also an install check
-# guest-tests		also $(O)/tests/ofi-stale, the stale-data test
+# guest-tests		also $(O)/tests/ofi-stale, the stale-data test, and
+#			where mpicc is, $(O)/tests/mpi-remap, the MPI job
 # install		also the library, header, pkg-config file, man pages,
 #			and the provider in OFI_PROVDIR (default: the directory
 #			the installed libfabric loads providers from)
@@ -86,6 +87,16 @@ $(O)/tests/ofi-stale: $(OFI_TEST_SRCS) tests/ofi/fab.h $(OFI_HDR) \
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(OFI_CFLAGS) -Itests/ofi $(LDFLAGS) -o $@ \
 		$(OFI_TEST_SRCS) -L$(O) -lummunotify-ofi -Wl,-rpath,$(O) \
 		-lfabric $(LDLIBS)
+
+# The MPI job's program, built with the MPI's own compiler driver.
+MPICC		?= mpicc
+ifneq ($(shell command -v $(MPICC) 2>/dev/null),)
+guest-tests: $(O)/tests/mpi-remap
+
+$(O)/tests/mpi-remap: tests/ofi/mpi-remap.c
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $<
+endif
 
 -include $(OFI_OBJS:.o=.d) $(O)/obj/ofi/fi-provider.d
 endif

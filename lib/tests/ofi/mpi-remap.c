@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * Two MPI ranks, rendezvous-sized messages from a buffer the sender
+ * replaces between sends: raw munmap and mmap system calls (which libc
+ * hooks never see) put new memory with new contents at the same address.
+ * Through Open MPI's mtl/ofi on verbs;ofi_rxm the receiver RDMA-reads
+ * the sender's buffer through a registration the sender's MR cache
+ * holds: a monitor that missed the unmap hands it the old pages.  The
+ * receiver checks every byte.
+ *
+ * Usage: mpi-remap [BYTES [ROUNDS]]  (run by mpirun with two ranks)
+ * Prints, from rank 1, the rounds whose data was wrong and the bandwidth
+ * with the buffer reused (cache hits) and replaced every round.  Exit
+ * status 1 if any byte was wrong.
+ */
+#define _GNU_SOURCE
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static void fill(uint8_t *buf, size_t len, int round)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		buf[i] = (uint8_t)(round * 131 + i / 4096 + i);
+}
+
+static size_t wrong_bytes(const uint8_t *buf, size_t len, int round)
+{
+	size_t i, bad = 0;
+
+	for (i = 0; i < len; i++)
+		bad += buf[i] != (uint8_t)(round * 131 + i / 4096 + i);
+	return bad;
+}
+
+static void remap(void *buf, size_t len)
+{
+	if (syscall(SYS_munmap, buf, len) ||
+	    (void *)syscall(SYS_mmap, buf, len, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+			    0) != buf) {
+		perror("mpi-remap: remap");
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	}
+}
+
+/* rounds messages of len bytes; returns wrong rounds (rank 1) and MB/s. */
+static int run(int rank, uint8_t *buf, size_t len, int rounds, int first,
+	       int replace, double *mbps)
+{
+	double start;
+	int r, bad = 0;
+
+	MPI_Barrier(MPI_COMM_WORLD);
+	start = MPI_Wtime();
+	for (r = first; r < first + rounds; r++) {
+		if (rank == 0) {
+			if (replace)
+				remap(buf, len);
+			fill(buf, len, r);
+			MPI_Send(buf, (int)len, MPI_BYTE, 1, r, MPI_COMM_WORLD);
+		} else {
+			MPI_Recv(buf, (int)len, MPI_BYTE, 0, r, MPI_COMM_WORLD,
+				 MPI_STATUS_IGNORE);
+			if (wrong_bytes(buf, len, r)) {
+				if (bad < 3)
+					printf("mpi-remap: round %d: data of an earlier round\n",
+					       r);
+				bad++;
+			}
+		}
+	}
+	MPI_Barrier(MPI_COMM_WORLD);
+	*mbps = (double)len * rounds / (MPI_Wtime() - start) / 1e6;
+	return bad;
+}
+
+int main(int argc, char **argv)
+{
+	size_t len = argc > 1 ? strtoul(argv[1], NULL, 0) : 1 << 20;
+	int rounds = argc > 2 ? atoi(argv[2]) : 20;
+	int rank, size, bad_reuse, bad_replace;
+	double reuse, replace;
+	uint8_t *buf;
+
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	if (size != 2) {
+		if (!rank)
+			fprintf(stderr, "mpi-remap: run with two ranks\n");
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	}
+	buf = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (buf == MAP_FAILED)
+		MPI_Abort(MPI_COMM_WORLD, 2);
+
+	bad_reuse = run(rank, buf, len, rounds, 0, 0, &reuse);
+	bad_replace = run(rank, buf, len, rounds, rounds, 1, &replace);
+	if (rank == 1) {
+		printf("mpi-remap: %d rounds of %zu bytes: buffer reused: %d wrong, %.1f MB/s; replaced: %d wrong, %.1f MB/s\n",
+		       rounds, len, bad_reuse, reuse, bad_replace, replace);
+		fflush(stdout);
+	}
+	MPI_Finalize();
+	return bad_reuse || bad_replace;
+}
