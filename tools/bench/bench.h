@@ -142,5 +142,6 @@ void measure_ring(void);
 void measure_cache(void);
 void measure_whole(void);
 void measure_precision(void);
+void measure_ofi(void);
 
 #endif /* BENCH_H */

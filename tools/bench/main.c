@@ -123,6 +123,7 @@ int main(int argc, char **argv)
 		{ '3', measure_loop }, { '4', measure_visible },
 		{ '5', measure_ring }, { '6', measure_cache },
 		{ '7', measure_whole }, { '8', measure_precision },
+		{ '9', measure_ofi },
 	};
 	const char *only = NULL;
 	int opt;

@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * ofi-bench: libfabric's MR cache with the memory monitor the environment
+ * selects (FI_MR_CACHE_MONITOR; ummunotify through its provider), on
+ * verbs;ofi_rxm.  umn-bench runs it once per monitor (ofi.c) and reads
+ * its lines, "NAME unit v1 v2 ...", one value per repetition:
+ *
+ *   hit      ns  fi_mr_reg() + fi_close() of a cached registration
+ *   loop4k   us  mmap, touch, fi_mr_reg(), fi_close(), munmap: 4 KiB
+ *   loop1m   us  the same, 1 MiB
+ *
+ * The unmaps are libc's, which every monitor sees.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <rdma/fi_errno.h>
+
+#include "fab.h"
+
+#define REPS	5
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static void die(const char *what, int ret)
+{
+	fprintf(stderr, "ofi-bench: %s: %s\n", what, fi_strerror(-ret));
+	exit(1);
+}
+
+static void reg_close(struct fab *f, void *buf, size_t len)
+{
+	struct fid_mr *mr;
+	int ret = fab_reg(f, buf, len, &mr);
+
+	if (ret)
+		die("fi_mr_reg", ret);
+	fi_close(&mr->fid);
+}
+
+static double hit_ns(struct fab *f, char *buf, int iters)
+{
+	double t = now();
+	int i;
+
+	for (i = 0; i < iters; i++)
+		reg_close(f, buf, 4096);
+	return (now() - t) / iters;
+}
+
+static double loop_us(struct fab *f, size_t len, int iters)
+{
+	double t = now();
+	size_t off;
+	char *p;
+	int i;
+
+	for (i = 0; i < iters; i++) {
+		p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED)
+			die("mmap", -FI_ENOMEM);
+		for (off = 0; off < len; off += 4096)
+			p[off] = 1;
+		reg_close(f, p, len);
+		munmap(p, len);
+	}
+	return (now() - t) / iters / 1e3;
+}
+
+int main(void)
+{
+	static const struct {
+		const char *name;
+		size_t len;
+		int iters;
+	} loops[] = { { "loop4k", 4096, 400 }, { "loop1m", 1 << 20, 40 } };
+	struct fab f;
+	char *buf;
+	int ret, r;
+	size_t i;
+
+	ret = fab_open(&f, "verbs;ofi_rxm");
+	if (ret)
+		die("fab_open", ret);
+	buf = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (buf == MAP_FAILED)
+		die("mmap", -FI_ENOMEM);
+	memset(buf, 1, 4096);
+	hit_ns(&f, buf, 1000);
+	printf("hit ns");
+	for (r = 0; r < REPS; r++)
+		printf(" %.1f", hit_ns(&f, buf, 20000));
+	printf("\n");
+	for (i = 0; i < sizeof(loops) / sizeof(loops[0]); i++) {
+		loop_us(&f, loops[i].len, loops[i].iters / 10);
+		printf("%s us", loops[i].name);
+		for (r = 0; r < REPS; r++)
+			printf(" %.2f", loop_us(&f, loops[i].len,
+						loops[i].iters));
+		printf("\n");
+	}
+	fab_close(&f);
+	return 0;
+}
