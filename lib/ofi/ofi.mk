@@ -7,7 +7,8 @@
 #
 # all			also libummunotify-ofi.{so,a} and ofi/libummunotify-fi.so
 #			(FI_PROVIDER_PATH=$(O)/ofi uses it from the build tree)
-# check			also an install check
+# check			also the monitor's host test (plain, ASan and UBSan),
+#			against the host's libfabric and the test double
 # guest-tests		also $(O)/tests/ofi-stale, the stale-data test, and
 #			where mpicc is, $(O)/tests/mpi-remap, the MPI job
 # install		also the library, header, pkg-config file, man pages,
@@ -74,6 +75,31 @@ install-ofi: $(OFI_LIBS) $(OFI_PROV)
 	    >$(DESTDIR)$(PKGCONFIGDIR)/libummunotify-ofi.pc
 	install -m 644 ofi/man/*.3 $(DESTDIR)$(MANDIR)/man3/
 	install -m 644 ofi/man/*.7 $(DESTDIR)$(MANDIR)/man7/
+
+# The host test includes monitor.c; the device is the test double.
+MON_TEST_DEPS	:= tests/ofi/test-monitor.c ofi/monitor.c ofi/provider.c \
+		   ofi/ofi.h $(OFI_HDR) $(TEST_COMMON) $(SRCS:%=src/%) \
+		   $(wildcard src/*.h) include/ummunotify.h
+MON_TEST_SRCS	:= tests/ofi/test-monitor.c ofi/provider.c tests/double.c \
+		   $(SRCS:%=src/%)
+MON_TEST_LIBS	:= -Wl,--wrap=umn_open -lfabric $(LDLIBS)
+
+.PHONY: check-ofi
+check: check-ofi
+
+$(O)/tests/test-monitor: $(MON_TEST_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(OFI_CFLAGS) -Iofi $(LDFLAGS) -o $@ \
+		$(MON_TEST_SRCS) $(MON_TEST_LIBS)
+
+$(O)/tests/san/test-monitor: $(MON_TEST_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(OFI_CFLAGS) -Iofi -O1 \
+		-fsanitize=address,undefined -fno-sanitize-recover=all \
+		$(LDFLAGS) -o $@ $(MON_TEST_SRCS) $(MON_TEST_LIBS)
+
+check-ofi: $(O)/tests/test-monitor $(O)/tests/san/test-monitor
+	@set -e; for t in $^; do echo "== $$t"; $$t; done
 
 # The stale-data test, against the built libraries as a program would be:
 # it does not call them, libfabric loads the provider.
