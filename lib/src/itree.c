@@ -214,3 +214,26 @@ void itree_visit_within(struct itree *tree, uint64_t lo, uint64_t hi,
 {
 	visit_within(tree->root, lo, hi, fn, arg);
 }
+
+/* max_end prunes the subtrees that end before lo, start the right ones. */
+static void visit_overlapping(struct itree_node *node, uint64_t lo,
+			      uint64_t hi,
+			      void (*fn)(struct itree_node *node, void *arg),
+			      void *arg)
+{
+	if (!node || node->max_end <= lo)
+		return;
+	visit_overlapping(node->left, lo, hi, fn, arg);
+	if (node->start >= hi)
+		return;
+	if (node->end > lo)
+		fn(node, arg);
+	visit_overlapping(node->right, lo, hi, fn, arg);
+}
+
+void itree_visit_overlapping(struct itree *tree, uint64_t lo, uint64_t hi,
+			     void (*fn)(struct itree_node *node, void *arg),
+			     void *arg)
+{
+	visit_overlapping(tree->root, lo, hi, fn, arg);
+}

@@ -43,5 +43,9 @@ struct itree_node *itree_find_cover(struct itree *tree, uint64_t lo,
 void itree_visit_within(struct itree *tree, uint64_t lo, uint64_t hi,
 			void (*fn)(struct itree_node *node, void *arg),
 			void *arg);
+/* The same for each node that overlaps [lo, hi). */
+void itree_visit_overlapping(struct itree *tree, uint64_t lo, uint64_t hi,
+			     void (*fn)(struct itree_node *node, void *arg),
+			     void *arg);
 
 #endif /* UMN_ITREE_H */

@@ -58,13 +58,22 @@ static bool covers(const struct itree_node *n, uint64_t lo, uint64_t hi)
 struct visit {
 	unsigned int count;
 	uint64_t lo, hi, last_start;
+	bool overlap;		/* else within */
 };
+
+static bool overlaps(const struct itree_node *n, uint64_t lo, uint64_t hi)
+{
+	return n->start < hi && lo < n->end;
+}
 
 static void visit(struct itree_node *n, void *arg)
 {
 	struct visit *v = arg;
 
-	CHECK(n->start >= v->lo && n->end <= v->hi);
+	if (v->overlap)
+		CHECK(overlaps(n, v->lo, v->hi));
+	else
+		CHECK(n->start >= v->lo && n->end <= v->hi);
 	CHECK(in_tree[n - nodes]);
 	CHECK(n->start >= v->last_start);
 	v->last_start = n->start;
@@ -75,8 +84,9 @@ static void check_search(struct itree *tree)
 {
 	uint64_t lo = rnd_below(SPACE), hi = lo + 1 + rnd_below(64);
 	struct itree_node *found = itree_find_cover(tree, lo, hi, UINT_MAX);
-	struct visit v = { 0, lo, hi + rnd_below(256), 0 };
-	unsigned int i, within = 0;
+	struct visit v = { 0, lo, hi + rnd_below(256), 0, false };
+	struct visit o = { 0, lo, hi, 0, true };
+	unsigned int i, within = 0, overlapping = 0;
 	bool any = false;
 
 	for (i = 0; i < NODES; i++) {
@@ -84,6 +94,7 @@ static void check_search(struct itree *tree)
 			continue;
 		any |= covers(&nodes[i], lo, hi);
 		within += nodes[i].start >= v.lo && nodes[i].end <= v.hi;
+		overlapping += overlaps(&nodes[i], lo, hi);
 	}
 	CHECK_EQ(found != NULL, any);
 	if (found)
@@ -94,6 +105,8 @@ static void check_search(struct itree *tree)
 
 	itree_visit_within(tree, v.lo, v.hi, visit, &v);
 	CHECK_EQ(v.count, within);
+	itree_visit_overlapping(tree, lo, hi, visit, &o);
+	CHECK_EQ(o.count, overlapping);
 }
 
 int main(void)
