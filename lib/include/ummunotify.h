@@ -38,6 +38,8 @@ struct umn;
 
 /* umn_attr.flags */
 #define UMN_OPEN_LEGACY		(1U << 0) /* use the 2010 ABI even if more is offered */
+#define UMN_OPEN_WATCH_ALL	(1U << 1) /* one watch of the whole address
+					   * space: umn_watch_all() */
 
 /* umn_open() settings; a NULL attr or a 0 field means the default. */
 struct umn_attr {
@@ -113,6 +115,14 @@ int umn_drain(struct umn *u, umn_event_fn *fn, void *arg);
 int umn_read_events(struct umn *u, struct umn_event *events, size_t n);
 
 /*
+ * The watch of the whole address space of a handle opened with
+ * UMN_OPEN_WATCH_ALL, or NULL.  umn_drain() reports each change with its
+ * exact range and this as the watch; umn_valid() of it is true while
+ * umn_drain() has reported every change the kernel published.
+ */
+const struct umn_watch *umn_watch_all(struct umn *u);
+
+/*
  * Private to the inline functions below: the first member of struct umn.
  * The pointers change only when a forked child reopens the device.
  */
@@ -131,7 +141,8 @@ void umn__pull(struct umn *u);
  * umn_watch()?  With the native ABI this is one acquire load of the word
  * the kernel rewrites (after a test of u that says so).  With the 2010
  * ABI the kernel's counter is loaded first, and the library called only
- * when it moved.  Thread-safe; never blocks for long.
+ * when it moved.  Thread-safe; never blocks for long.  The atomic loads
+ * of w's fields are for umn_watch_all(), which umn_drain() moves on.
  */
 static inline bool umn_valid(struct umn *u, const struct umn_watch *w)
 {
@@ -142,7 +153,9 @@ static inline bool umn_valid(struct umn *u, const struct umn_watch *w)
 	if (counter && __atomic_load_n(counter, __ATOMIC_ACQUIRE) !=
 		       __atomic_load_n(&f->pulled, __ATOMIC_RELAXED))
 		umn__pull(u);
-	return __atomic_load_n(w->word, __ATOMIC_ACQUIRE) == w->generation;
+	return __atomic_load_n(__atomic_load_n(&w->word, __ATOMIC_RELAXED),
+			       __ATOMIC_ACQUIRE) ==
+	       __atomic_load_n(&w->generation, __ATOMIC_ACQUIRE);
 }
 
 /*

@@ -9,6 +9,10 @@
  *
  * A source cookie is (sequence << 32 | slot): the slot finds the watch,
  * the sequence tells a report for an old watch of the same slot.
+ *
+ * The whole-space watch's reports are not coalesced, since the ranges are
+ * all it says: they are kept exact in a ring of attr.ring_entries records,
+ * and one that does not fit is lost, reported as the kernel's ring does.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -56,6 +60,22 @@ static void pending_append(struct umn *u, uint32_t i)
 	u->pending_tail = i;
 }
 
+/* pull_lock held. */
+static void record_append(struct umn *u, uint64_t start, uint64_t end,
+			  unsigned int cause)
+{
+	if (u->records_tail - u->records_head > u->records_mask) {
+		u->lost = true;
+		return;
+	}
+	u->records[u->records_tail++ & u->records_mask] = (struct umn_record){
+		.start = start,
+		.end = end,
+		.generation = u->next_gen,
+		.cause = cause,
+	};
+}
+
 void umn__report(struct umn *u, uint64_t cookie, uint64_t start,
 		 uint64_t end, unsigned int cause)
 {
@@ -68,6 +88,10 @@ void umn__report(struct umn *u, uint64_t cookie, uint64_t start,
 	if (!s->watch || s->cookie != cookie)
 		return;
 	store_release(u->gens[i], ++u->next_gen);
+	if (s->watch == &u->all) {
+		record_append(u, start, end, cause);
+		return;
+	}
 	if (!s->pending) {
 		s->start = start;
 		s->end = end;
@@ -178,8 +202,9 @@ static int emulated_watch(struct umn *u, uint64_t start, uint64_t end,
 		pthread_mutex_unlock(&u->pull_lock);
 		return ret;
 	}
-	w->word = &u->gens[i];
-	w->generation = gen;
+	/* A reopened whole-space watch may be read meanwhile. */
+	WRITE_ONCE(w->word, &u->gens[i]);
+	WRITE_ONCE(w->generation, gen);
 	w->cookie = cookie;
 	w->slot = i;
 	return 0;
@@ -224,6 +249,7 @@ static int emulated_resize(struct umn *u, struct umn_watch *w,
  */
 static int emulated_drain(struct umn *u, umn_event_fn *fn, void *arg)
 {
+	struct umn_record record;
 	struct umn_event event;
 	struct umn_slot *s;
 	uint64_t count;
@@ -242,6 +268,20 @@ static int emulated_drain(struct umn *u, umn_event_fn *fn, void *arg)
 		pending_unlink(u, s);
 		pthread_mutex_unlock(&u->pull_lock);
 		fn(arg, &event);
+		n++;
+		pthread_mutex_lock(&u->pull_lock);
+	}
+	while (u->records_head != u->records_tail) {
+		record = u->records[u->records_head++ & u->records_mask];
+		event = (struct umn_event){
+			.watch = &u->all,
+			.start = record.start,
+			.end = record.end,
+			.cause = record.cause,
+		};
+		pthread_mutex_unlock(&u->pull_lock);
+		fn(arg, &event);
+		umn__all_reported(u, record.generation);
 		n++;
 		pthread_mutex_lock(&u->pull_lock);
 	}
@@ -324,6 +364,15 @@ int umn__emulated_setup(struct umn *u)
 	u->pending_head = u->pending_tail = UMN_NIL;
 	u->pressure = false;
 	u->pressure_bytes = 0;
+	if (u->has_all) {
+		u->records_mask = (u->attr.ring_entries ? u->attr.ring_entries :
+				   UMN_DEFAULT_RING) - 1;
+		u->records = calloc((size_t)u->records_mask + 1,
+				    sizeof(*u->records));
+		if (!u->records)
+			return -ENOMEM;
+		u->records_head = u->records_tail = 0;
+	}
 
 	ret = u->source->open(u);
 	if (ret)

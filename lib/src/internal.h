@@ -37,6 +37,7 @@
 
 #define UMN_NIL			UINT32_MAX	/* end of a slot list */
 #define UMN_DEFAULT_WATCHES	4096		/* emulated; as the kernel's */
+#define UMN_DEFAULT_RING	4096		/* emulated whole-space records */
 #define UMN_MAX_MAPS		3
 
 /* A mapping whose contents a forked child must not see. */
@@ -66,6 +67,7 @@ struct umn_slot {
 
 struct umn;
 
+/* [0, 0) in watch() and add(): the whole address space. */
 struct umn_ops {
 	int (*watch)(struct umn *u, uint64_t start, uint64_t end,
 		     unsigned int causes, struct umn_watch *w);
@@ -91,6 +93,14 @@ struct umn_source {
 };
 
 struct umn_cache;
+
+/* Emulated: a report of the whole-space watch, kept exact as in a ring. */
+struct umn_record {
+	uint64_t start;
+	uint64_t end;
+	uint64_t generation;		/* of the whole-space word */
+	unsigned int cause;
+};
 
 struct umn {
 	struct umn__fast fast;		/* first: see ummunotify.h */
@@ -131,6 +141,18 @@ struct umn {
 	uint32_t pending_tail;
 	bool pressure;			/* a PRESSURE event is pending */
 	uint64_t pressure_bytes;	/* asked for; 0: everything */
+	struct umn_record *records;	/* whole-space reports, a ring */
+	uint32_t records_mask;
+	uint32_t records_head;
+	uint32_t records_tail;
+
+	/*
+	 * UMN_OPEN_WATCH_ALL.  Its generation is the word's value as of the
+	 * last change umn_drain() reported, rather than fixed: umn_valid()
+	 * of it says that no change is left to report.
+	 */
+	struct umn_watch all;
+	bool has_all;
 
 	struct umn_map maps[UMN_MAX_MAPS];
 	unsigned int nr_maps;
@@ -156,6 +178,15 @@ int umn__emulated_setup(struct umn *u);
 void umn__report(struct umn *u, uint64_t cookie, uint64_t start,
 		 uint64_t end, unsigned int cause);
 void umn__report_pressure(struct umn *u, uint64_t bytes);
+/*
+ * Report lost events (value: how many, 0 unknown) to fn, from a drain:
+ * the whole-space watch catches up with its word, since fn had to treat
+ * everything as changed.
+ */
+void umn__report_loss(struct umn *u, umn_event_fn *fn, void *arg,
+		      uint64_t value);
+/* umn_drain() reported a change of the whole-space watch, of generation. */
+void umn__all_reported(struct umn *u, uint64_t generation);
 int umn__add_map(struct umn *u, void *addr, size_t len, int prot,
 		 bool words);
 void umn__unmap_all(struct umn *u);

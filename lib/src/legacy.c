@@ -41,6 +41,12 @@ static int legacy_add(struct umn *u, uint64_t cookie, uint64_t start,
 		.user_cookie = cookie,
 	};
 
+	/*
+	 * The 2010 ABI has no whole-space watch, and its one report per
+	 * registration would not say what changed.
+	 */
+	if (start == end)
+		return -EOPNOTSUPP;
 	return ioctl(u->fd, UMMUNOTIFY_REGISTER_REGION, &arg) ? -errno : 0;
 }
 

@@ -22,6 +22,7 @@ static int native_watch(struct umn *u, uint64_t start, uint64_t end,
 		.end = end,
 		.user_cookie = ++u->next_cookie,
 		.causes = causes,
+		.flags = start == end ? UMMUNOTIFY_WATCH_ALL : 0,
 	};
 
 	if (ioctl(u->fd, UMMUNOTIFY_WATCH, &arg))
@@ -33,8 +34,9 @@ static int native_watch(struct umn *u, uint64_t start, uint64_t end,
 	}
 	u->slots[arg.slot].watch = w;
 	u->slots[arg.slot].cookie = arg.user_cookie;
-	w->word = &u->gens[arg.slot];
-	w->generation = arg.generation;
+	/* A reopened whole-space watch may be read meanwhile. */
+	WRITE_ONCE(w->word, &u->gens[arg.slot]);
+	WRITE_ONCE(w->generation, arg.generation);
 	w->cookie = arg.user_cookie;
 	w->slot = arg.slot;
 	return 0;
@@ -77,9 +79,6 @@ static bool native_event(struct umn *u, const struct ummunotify_ring_event *in,
 		.end = in->end,
 		.cause = in->cause,
 	};
-	/* native_drain() reports losses from the dropped counter. */
-	if (in->cause == UMN_CAUSE_OVERFLOW)
-		return false;
 	if (in->cause == UMN_CAUSE_PRESSURE) {
 		out->value = in->generation;
 		return true;
@@ -96,14 +95,29 @@ static bool native_event(struct umn *u, const struct ummunotify_ring_event *in,
 	return true;
 }
 
+/* Report what the dropped counter says was lost since last time. */
+static int native_report_dropped(struct umn *u, umn_event_fn *fn, void *arg)
+{
+	uint64_t dropped = load_acquire(*u->dropped);
+	uint64_t lost = dropped - u->dropped_seen;
+
+	if (!lost)
+		return 0;
+	u->dropped_seen = dropped;
+	umn__report_loss(u, fn, arg, lost);
+	return 1;
+}
+
 /*
  * Each entry is copied out and the head stored before the callback runs,
  * so the kernel gets the space back at once; the callback may unwatch,
  * which is why the slot is looked up only just before it runs.
  *
- * Losses are reported from the dropped counter, after the entries: the
- * kernel's in-band OVERFLOW comes only with the next event, which may
- * never come.  Drops happen only while the ring is full, when
+ * Losses are reported from the dropped counter: where the kernel's
+ * in-band OVERFLOW stands, before the events that follow it (the
+ * whole-space watch must not catch up with them first), and after the
+ * entries, because the in-band OVERFLOW comes only with the next event,
+ * which may never come.  Drops happen only while the ring is full, when
  * umn_changed() is true, so a drain always follows them.
  */
 static int native_drain(struct umn *u, umn_event_fn *fn, void *arg)
@@ -114,30 +128,26 @@ static int native_drain(struct umn *u, umn_event_fn *fn, void *arg)
 	uint64_t tail = load_acquire(*u->tail);
 	struct ummunotify_ring_event in;
 	struct umn_event out;
-	uint64_t dropped;
 	int n = 0;
 
 	while (head != tail) {
 		in = ring[head & mask];
 		store_release(*u->head, ++head);
-		if (native_event(u, &in, &out)) {
+		if (in.cause == UMN_CAUSE_OVERFLOW) {
+			n += native_report_dropped(u, fn, arg);
+		} else if (native_event(u, &in, &out)) {
 			fn(arg, &out);
 			n++;
+			if (u->has_all && out.watch == &u->all)
+				umn__all_reported(u, in.generation);
+			/* The space is gone, and this says all about it. */
+			else if (u->has_all && in.cause == UMN_CAUSE_RELEASE)
+				umn__all_reported(u, load_acquire(*u->all.word));
 		}
 		if (head == tail)
 			tail = load_acquire(*u->tail);
 	}
-	dropped = load_acquire(*u->dropped);
-	if (dropped != u->dropped_seen) {
-		out = (struct umn_event){
-			.cause = UMN_CAUSE_OVERFLOW,
-			.value = dropped - u->dropped_seen,
-		};
-		u->dropped_seen = dropped;
-		fn(arg, &out);
-		n++;
-	}
-	return n;
+	return n + native_report_dropped(u, fn, arg);
 }
 
 const struct umn_ops umn__native_ops = {

@@ -202,6 +202,8 @@ static void umn_teardown(struct umn *u, bool keep_words)
 	free(u->slots);
 	u->slots = NULL;
 	u->nr_slots = 0;
+	free(u->records);
+	u->records = NULL;
 	if (u->poll_fd >= 0)
 		close(u->poll_fd);
 	if (u->wake_fd >= 0)
@@ -209,6 +211,16 @@ static void umn_teardown(struct umn *u, bool keep_words)
 	if (u->fd >= 0)
 		close(u->fd);
 	u->fd = u->poll_fd = u->wake_fd = -1;
+}
+
+/* u->setup(), and the whole-space watch if asked for. */
+static int umn_setup(struct umn *u)
+{
+	int ret = u->setup(u);
+
+	if (ret || !u->has_all)
+		return ret;
+	return u->ops->watch(u, 0, 0, UMN_CAUSES_DEFAULT, &u->all);
 }
 
 int umn__lock(struct umn *u)
@@ -220,11 +232,18 @@ int umn__lock(struct umn *u)
 		return 0;
 	/* Also what a failed attempt left: the next call tries again. */
 	umn_teardown(u, true);
-	ret = u->setup(u);
+	ret = umn_setup(u);
 	if (ret) {
 		pthread_mutex_unlock(&u->lock);
 		return ret;
 	}
+	/*
+	 * Generations are never 0: the whole-space watch reads invalid
+	 * until the loss below is reported, so that no entry made by the
+	 * parent is trusted meanwhile.
+	 */
+	if (u->has_all)
+		store_release(u->all.generation, 0);
 	u->forked = false;
 	u->lost = true;
 	return 0;
@@ -241,7 +260,8 @@ static int umn_open_common(struct umn **up, const struct umn_attr *attr,
 	struct umn *u;
 	int ret;
 
-	if (attr && (attr->reserved || attr->flags & ~UMN_OPEN_LEGACY ||
+	if (attr && (attr->reserved ||
+		     attr->flags & ~(UMN_OPEN_LEGACY | UMN_OPEN_WATCH_ALL) ||
 		     (attr->ring_entries & (attr->ring_entries - 1))))
 		return -EINVAL;
 	pthread_once(&umn_fork_once, umn_register_fork_handlers);
@@ -254,10 +274,11 @@ static int umn_open_common(struct umn **up, const struct umn_attr *attr,
 	u->setup = source ? umn__emulated_setup : umn_kernel_setup;
 	u->source = source;
 	u->source_priv = priv;
+	u->has_all = u->attr.flags & UMN_OPEN_WATCH_ALL;
 	u->fd = u->poll_fd = u->wake_fd = -1;
 	umn_init_locks(u);
 
-	ret = u->setup(u);
+	ret = umn_setup(u);
 	if (ret) {
 		umn_teardown(u, false);
 		pthread_mutex_destroy(&u->pull_lock);
@@ -365,11 +386,14 @@ int umn_watch(struct umn *u, const void *addr, size_t len,
 	return ret;
 }
 
-/* Is w watched on u now?  Not if unwatched, or made before a fork. */
+/*
+ * Is w watched on u now, by umn_watch()?  Not if unwatched, made before a
+ * fork, or the whole-space watch, which lasts as long as u.
+ */
 static bool umn_is_watched(struct umn *u, const struct umn_watch *w)
 {
 	return w->slot < u->nr_slots && u->slots[w->slot].watch == w &&
-	       u->slots[w->slot].cookie == w->cookie;
+	       u->slots[w->slot].cookie == w->cookie && w != &u->all;
 }
 
 int umn_unwatch(struct umn *u, struct umn_watch *w)
@@ -400,18 +424,38 @@ int umn_resize(struct umn *u, struct umn_watch *w, const void *addr,
 	return ret;
 }
 
+void umn__all_reported(struct umn *u, uint64_t generation)
+{
+	/* Pairs with umn_valid(): what fn did is seen with the new value. */
+	store_release(u->all.generation, generation);
+}
+
+void umn__report_loss(struct umn *u, umn_event_fn *fn, void *arg,
+		      uint64_t value)
+{
+	struct umn_event lost = {
+		.cause = UMN_CAUSE_OVERFLOW,
+		.value = value,
+	};
+	/* Before fn: what changes after this, fn may not have seen. */
+	uint64_t word = u->has_all ? load_acquire(*u->all.word) : 0;
+
+	fn(arg, &lost);
+	if (u->has_all)
+		umn__all_reported(u, word);
+}
+
 int umn_drain(struct umn *u, umn_event_fn *fn, void *arg)
 {
-	struct umn_event lost = { .cause = UMN_CAUSE_OVERFLOW };
 	int ret = umn__lock(u);
 
 	if (ret)
 		return ret;
 	ret = u->ops->drain(u, fn, arg);
-	/* Set by a reopen, or by this drain's failure to pull. */
+	/* Set by a reopen, or by a failure to pull or to keep a record. */
 	if (ret >= 0 && u->lost) {
 		u->lost = false;
-		fn(arg, &lost);
+		umn__report_loss(u, fn, arg, 0);
 		ret++;
 	}
 	umn__unlock(u);
@@ -457,4 +501,9 @@ int umn_read_events(struct umn *u, struct umn_event *events, size_t n)
 			.value = c.folded + 1,
 		};
 	return (int)c.copied;
+}
+
+const struct umn_watch *umn_watch_all(struct umn *u)
+{
+	return u->has_all ? &u->all : NULL;
 }

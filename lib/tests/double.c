@@ -4,7 +4,8 @@
  * makes.  It behaves as the 2010 kernel does where the cache can tell:
  * the counter moves, under the same lock, whenever a report is queued;
  * one report per registration, widened by later hits; a report is
- * dropped with its registration.
+ * dropped with its registration.  A registration of [0, 0) is of the
+ * whole address space and queues every hit exactly, as a ring does.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -22,6 +23,15 @@ struct reg {
 	uint64_t hit_end;
 	unsigned int cause;
 	bool hit;
+	bool all;		/* the whole address space */
+};
+
+/* A hit of a whole-space registration. */
+struct all_hit {
+	uint64_t cookie;
+	uint64_t start;
+	uint64_t end;
+	unsigned int cause;
 };
 
 struct umn_double {
@@ -36,6 +46,9 @@ struct umn_double {
 	 */
 	unsigned int *where;
 	unsigned int where_cap;
+	struct all_hit *all_hits;	/* queued, oldest first */
+	unsigned int nr_all_hits;
+	unsigned int all_hits_cap;
 	uint64_t pressure;
 	bool pressure_pending;
 	bool fail_pull;
@@ -55,6 +68,7 @@ static int double_src_open(struct umn *u)
 
 	pthread_mutex_init(&d->lock, NULL);
 	d->nr_regs = 0;
+	d->nr_all_hits = 0;
 	d->pressure_pending = false;
 	d->fail_pull = false;
 	u->counter = &d->counter;
@@ -92,7 +106,8 @@ static int double_add(struct umn *u, uint64_t cookie, uint64_t start,
 	}
 	d->where[slot] = d->nr_regs;
 	d->regs[d->nr_regs++] = (struct reg){ .cookie = cookie,
-					      .start = start, .end = end };
+					      .start = start, .end = end,
+					      .all = start == end };
 out:
 	pthread_mutex_unlock(&d->lock);
 	return ret;
@@ -140,6 +155,10 @@ static int double_pull(struct umn *u)
 				    r->cause);
 		r->hit = false;
 	}
+	for (i = 0; i < d->nr_all_hits && !ret; i++)
+		umn__report(u, d->all_hits[i].cookie, d->all_hits[i].start,
+			    d->all_hits[i].end, d->all_hits[i].cause);
+	d->nr_all_hits = 0;
 	if (d->pressure_pending && !ret)
 		umn__report_pressure(u, d->pressure);
 	d->pressure_pending = false;
@@ -173,6 +192,7 @@ int double_open(struct umn **u, const struct umn_attr *attr,
 
 void double_free(struct umn_double *d)
 {
+	free(d->all_hits);
 	free(d->where);
 	free(d->regs);
 	free(d);
@@ -181,6 +201,22 @@ void double_free(struct umn_double *d)
 static void double_bump(struct umn_double *d)
 {
 	store_release(d->counter, d->counter + 1);
+}
+
+/* d->lock held. */
+static void all_hit(struct umn_double *d, const struct reg *r, uint64_t start,
+		    uint64_t end, unsigned int cause)
+{
+	struct all_hit *hits = d->all_hits;
+
+	if (d->nr_all_hits == d->all_hits_cap) {
+		d->all_hits_cap = d->all_hits_cap * 2 + 16;
+		hits = realloc(hits, d->all_hits_cap * sizeof(*hits));
+		CHECK(hits);
+		d->all_hits = hits;
+	}
+	hits[d->nr_all_hits++] = (struct all_hit){ r->cookie, start, end,
+						   cause };
 }
 
 unsigned int double_invalidate(struct umn_double *d, uint64_t start,
@@ -194,6 +230,11 @@ unsigned int double_invalidate(struct umn_double *d, uint64_t start,
 		uint64_t s = start > r->start ? start : r->start;
 		uint64_t e = end < r->end ? end : r->end;
 
+		if (r->all) {
+			all_hit(d, r, start, end, cause);
+			hits++;
+			continue;
+		}
 		if (s >= e)
 			continue;
 		if (!r->hit) {

@@ -362,6 +362,105 @@ static void test_forked_child_sees_every_watch_invalid_and_reopens(void)
 	close_double(u, d);
 }
 
+static struct umn *open_whole(struct umn_double **d, uint32_t ring_entries)
+{
+	struct umn_attr attr = { .flags = UMN_OPEN_WATCH_ALL,
+				 .ring_entries = ring_entries };
+	struct umn *u;
+
+	CHECK_EQ(double_open(&u, &attr, d), 0);
+	CHECK(umn_watch_all(u));
+	return u;
+}
+
+static void test_whole_space_watch_reports_each_change_exactly(void)
+{
+	struct umn_double *d;
+	struct umn *u = open_whole(&d, 0), *plain;
+	const struct umn_watch *all = umn_watch_all(u);
+	struct log log = { 0 };
+	struct umn_watch w;
+
+	CHECK(umn_valid(u, all));
+	CHECK_EQ(umn_watch(u, A(10), PAGE, 0, &w), 0);
+	double_invalidate(d, U(1), U(2), UMN_CAUSE_UNMAP);
+	double_invalidate(d, U(5), U(7), UMN_CAUSE_CLEAR);
+	double_invalidate(d, U(1), U(2), UMN_CAUSE_UNMAP);
+	CHECK(!umn_valid(u, all));
+	CHECK(umn_valid(u, &w));
+	/* Not coalesced: three changes, three events, in order. */
+	CHECK_EQ(umn_drain(u, log_event, &log), 3);
+	CHECK(umn_valid(u, all));
+	CHECK(log.events[0].watch == all && log.events[1].watch == all &&
+	      log.events[2].watch == all);
+	CHECK_EQ(log.events[0].start, U(1));
+	CHECK_EQ(log.events[0].end, U(2));
+	CHECK_EQ(log.events[1].start, U(5));
+	CHECK_EQ(log.events[1].end, U(7));
+	CHECK_EQ(log.events[1].cause, UMN_CAUSE_CLEAR);
+	CHECK_EQ(log.events[2].start, U(1));
+	/* It lasts as long as the handle. */
+	CHECK_EQ(umn_unwatch(u, (struct umn_watch *)all), -ENOENT);
+	CHECK_EQ(umn_resize(u, (struct umn_watch *)all, A(0), PAGE), -ENOENT);
+	close_double(u, d);
+
+	plain = open_double(&d, 0);
+	CHECK(!umn_watch_all(plain));
+	close_double(plain, d);
+}
+
+/* What does not fit is lost, and the watch catches up at the loss. */
+static void test_whole_space_records_overflow_into_one_loss(void)
+{
+	struct umn_double *d;
+	struct umn *u = open_whole(&d, 2);
+	const struct umn_watch *all = umn_watch_all(u);
+	struct log log = { 0 };
+	int i;
+
+	for (i = 0; i < 5; i++)
+		double_invalidate(d, U(i), U(i + 1), UMN_CAUSE_UNMAP);
+	CHECK(!umn_valid(u, all));
+	CHECK_EQ(umn_drain(u, log_event, &log), 3);
+	CHECK_EQ(log.events[0].start, U(0));
+	CHECK_EQ(log.events[1].start, U(1));
+	CHECK_EQ(log.events[2].cause, UMN_CAUSE_OVERFLOW);
+	CHECK(umn_valid(u, all));
+	close_double(u, d);
+}
+
+static void test_forked_child_gets_a_whole_space_watch_of_its_own(void)
+{
+	struct umn_double *d;
+	struct umn *u = open_whole(&d, 0);
+	const struct umn_watch *all = umn_watch_all(u);
+	struct log log = { 0 };
+	int status;
+	pid_t pid;
+
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		/* Invalid until the drain has said that everything went. */
+		CHECK(!umn_valid(u, all));
+		CHECK_EQ(umn_drain(u, log_event, &log), 1);
+		CHECK_EQ(log.events[0].cause, UMN_CAUSE_OVERFLOW);
+		CHECK(umn_valid(u, all) && umn_watch_all(u) == all);
+		double_invalidate(d, U(3), U(4), UMN_CAUSE_UNMAP);
+		CHECK(!umn_valid(u, all));
+		CHECK_EQ(umn_drain(u, log_event, &log), 1);
+		CHECK(log.events[1].watch == all);
+		CHECK_EQ(log.events[1].start, U(3));
+		CHECK(umn_valid(u, all));
+		CHECK_EQ(umn_close(u), 0);
+		_exit(0);
+	}
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK(umn_valid(u, all));
+	close_double(u, d);
+}
+
 int main(void)
 {
 	test_watch_reads_valid_until_overlapping_change();
@@ -377,6 +476,9 @@ int main(void)
 	test_a_lost_pull_invalidates_everything();
 	test_pressure_requests_coalesce();
 	test_forked_child_sees_every_watch_invalid_and_reopens();
+	test_whole_space_watch_reports_each_change_exactly();
+	test_whole_space_records_overflow_into_one_loss();
+	test_forked_child_gets_a_whole_space_watch_of_its_own();
 	printf("test-umn: ok\n");
 	return 0;
 }
