@@ -65,7 +65,7 @@ static void record_append(struct umn *u, uint64_t start, uint64_t end,
 			  unsigned int cause)
 {
 	if (u->records_tail - u->records_head > u->records_mask) {
-		u->lost = true;
+		WRITE_ONCE(u->lost, true);
 		return;
 	}
 	u->records[u->records_tail++ & u->records_mask] = (struct umn_record){
@@ -128,7 +128,7 @@ static void emulated_lose_all(struct umn *u)
 	for (i = 0; i < u->nr_slots; i++)
 		if (u->slots[i].watch)
 			store_release(u->gens[i], ++u->next_gen);
-	u->lost = true;
+	WRITE_ONCE(u->lost, true);
 }
 
 /* pull_lock held. */

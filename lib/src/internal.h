@@ -160,7 +160,8 @@ struct umn {
 	unsigned int nr_retired;
 
 	bool forked;			/* a child that has not reopened yet */
-	bool lost;			/* report OVERFLOW at the next drain */
+	bool lost;			/* report OVERFLOW at the next drain;
+					 * atomic: set under pull_lock too */
 	struct umn_cache *cache;	/* its lock is taken across fork() */
 	struct umn *next_open;		/* list of open handles */
 };

@@ -142,7 +142,8 @@ static int native_drain(struct umn *u, umn_event_fn *fn, void *arg)
 				umn__all_reported(u, in.generation);
 			/* The space is gone, and this says all about it. */
 			else if (u->has_all && in.cause == UMN_CAUSE_RELEASE)
-				umn__all_reported(u, load_acquire(*u->all.word));
+				umn__all_reported(u,
+						  load_acquire(*u->all.word));
 		}
 		if (head == tail)
 			tail = load_acquire(*u->tail);

@@ -245,7 +245,7 @@ int umn__lock(struct umn *u)
 	if (u->has_all)
 		store_release(u->all.generation, 0);
 	u->forked = false;
-	u->lost = true;
+	WRITE_ONCE(u->lost, true);
 	return 0;
 }
 
@@ -452,9 +452,12 @@ int umn_drain(struct umn *u, umn_event_fn *fn, void *arg)
 	if (ret)
 		return ret;
 	ret = u->ops->drain(u, fn, arg);
-	/* Set by a reopen, or by a failure to pull or to keep a record. */
-	if (ret >= 0 && u->lost) {
-		u->lost = false;
+	/*
+	 * Set by a reopen, or by a failure to pull or to keep a record,
+	 * which umn_valid() may make in another thread meanwhile.
+	 */
+	if (ret >= 0 &&
+	    __atomic_exchange_n(&u->lost, false, __ATOMIC_ACQ_REL)) {
 		umn__report_loss(u, fn, arg, 0);
 		ret++;
 	}
