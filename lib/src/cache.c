@@ -37,6 +37,22 @@
  * describes.  Otherwise another thread unmapped or replaced them meanwhile
  * and the registration is undone and retried.
  *
+ * Whole-address-space mode (a handle opened with UMN_OPEN_WATCH_ALL):
+ * entries have no watch of their own.  The handle's one watch reports
+ * every change with its exact range, and an event drops exactly the
+ * entries it overlaps, under c->lock, before the watch's generation moves
+ * on; so while umn_valid() of that watch is true, every change published
+ * has been applied, and the tree can be trusted: a lookup checks it once
+ * (catch_up()) and no entry.  Registration: the entry is put on the
+ * pending list, then reg(), then every event published meanwhile is
+ * applied, which marks a pending entry it overlaps "changed"; the check
+ * and the insertion into the tree happen under one hold of c->lock.  A
+ * loss of events drops every entry and marks every pending one (flush:
+ * nothing tells which changed).  The one window this cannot see is an
+ * invalidation already under way in another thread when the registration
+ * starts, whose event was applied before and whose pages go after reg()
+ * pinned them; a per-range watch waits for such invalidations.
+ *
  * reg(), dereg() and the umn_*() calls run without c->lock; the order is
  * umn.lock (held while umn_drain() runs cache_event()) before c->lock.
  *
@@ -50,6 +66,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -73,7 +90,9 @@ struct umn_entry {
 	uint64_t hits;			/* lockless hits, folded into stats */
 	unsigned int epoch;		/* c->epoch when registered */
 	bool referenced;		/* hit since the clock hand passed */
-	struct umn_entry *prev;		/* clock list, oldest first */
+	bool pending;			/* on c->pending */
+	bool changed;			/* pending: an event overlapped it */
+	struct umn_entry *prev;		/* clock or pending list */
 	struct umn_entry *next;
 	struct umn_entry *link;		/* free list, or a list of victims */
 };
@@ -89,6 +108,8 @@ struct umn_cache {
 	pthread_mutex_t lock;
 	struct itree tree;
 	struct umn_entry clock;		/* list head: clock.next is the hand */
+	const struct umn_watch *all;	/* whole-space mode: u's one watch */
+	struct umn_entry pending;	/* list head: being registered */
 	uint64_t nr_entries;		/* in the tree */
 	uint64_t nr_bytes;
 	bool over_limit;		/* eviction could not get under limits */
@@ -115,18 +136,28 @@ static bool entry_get(struct umn_entry *e)
 	return true;
 }
 
-static void clock_unlink(struct umn_entry *e)
+static void list_unlink(struct umn_entry *e)
 {
 	e->prev->next = e->next;
 	e->next->prev = e->prev;
 }
 
+static void list_append(struct umn_entry *head, struct umn_entry *e)
+{
+	e->prev = head->prev;
+	e->next = head;
+	head->prev->next = e;
+	head->prev = e;
+}
+
+static void clock_unlink(struct umn_entry *e)
+{
+	list_unlink(e);
+}
+
 static void clock_append(struct umn_cache *c, struct umn_entry *e)
 {
-	e->prev = c->clock.prev;
-	e->next = &c->clock;
-	c->clock.prev->next = e;
-	c->clock.prev = e;
+	list_append(&c->clock, e);
 }
 
 /* c->lock held. */
@@ -174,7 +205,8 @@ static void entry_unregister(struct umn_cache *c, struct umn_entry *e)
 	}
 	c->attr.dereg(c->attr.arg, e->pub.addr, e->pub.len, e->pub.handle);
 	stat_add(c, deregistrations, 1);
-	umn_unwatch(c->u, &e->watch);
+	if (!c->all)
+		umn_unwatch(c->u, &e->watch);
 }
 
 /* Unregister and free a retired entry without users. */
@@ -319,9 +351,16 @@ static bool pick_any(struct umn_cache *c, struct umn_entry *e)
 	return true;
 }
 
-static bool pick_invalid(struct umn_cache *c, struct umn_entry *e)
+/* Entries in the tree are valid in whole-space mode: see the top. */
+static bool entry_valid(struct umn_cache *c, struct umn_entry *e)
 {
-	return !umn_valid(c->u, &e->watch);
+	return c->all || umn_valid(c->u, &e->watch);
+}
+
+/* After a loss: in whole-space mode, which entry changed is lost too. */
+static bool pick_suspect(struct umn_cache *c, struct umn_entry *e)
+{
+	return c->all || !umn_valid(c->u, &e->watch);
 }
 
 /*
@@ -337,7 +376,7 @@ static struct umn_entry *find_locked(struct umn_cache *c, uint64_t lo,
 	while ((node = itree_find_cover(&c->tree, lo, hi, UINT_MAX))) {
 		e = container_of(node, struct umn_entry, node);
 		/* Not retired (it is in the tree): the get cannot fail. */
-		if (umn_valid(c->u, &e->watch) && entry_get(e))
+		if (entry_valid(c, e) && entry_get(e))
 			return e;
 		entry_retire(c, e, victims);
 		stat_add(c, invalidations, 1);
@@ -360,7 +399,7 @@ static struct umn_entry *find_lockless(struct umn_cache *c, uint64_t lo,
 		return NULL;
 	/* Ours now, and maybe not the entry the search saw. */
 	if (READ_ONCE(e->node.start) <= lo && hi <= READ_ONCE(e->node.end) &&
-	    umn_valid(c->u, &e->watch)) {
+	    entry_valid(c, e)) {
 		if (!READ_ONCE(e->referenced))
 			WRITE_ONCE(e->referenced, true);
 		__atomic_fetch_add(&e->hits, 1, __ATOMIC_RELAXED);
@@ -386,8 +425,73 @@ static bool release_one(struct umn_cache *c)
 #define CHANGED	1
 
 /*
- * Watch, register, check (see the top of this file): 0, CHANGED (and
- * nothing registered), or a negative errno value.
+ * Whole-space mode: apply every event published so far.  A drain that
+ * finds nothing while the watch still reads invalid met a change being
+ * published on another CPU, under the kernel's spinlock: wait for it.
+ */
+static int catch_up(struct umn_cache *c)
+{
+	int ret;
+
+	while (!umn_valid(c->u, c->all)) {
+		ret = umn_cache_drain(c);
+		if (ret < 0)
+			return ret;
+		if (!ret)
+			sched_yield();
+	}
+	return 0;
+}
+
+/* c->lock held.  Has nothing e covers changed since its registration began? */
+static bool registration_holds(struct umn_cache *c, struct umn_entry *e)
+{
+	return c->all ? !e->changed : umn_valid(c->u, &e->watch);
+}
+
+/* After reg(): 0, CHANGED, or a negative errno value. */
+static int registration_check(struct umn_cache *c, struct umn_entry *e)
+{
+	int ret = 0;
+
+	if (!c->all)
+		return umn_valid(c->u, &e->watch) ? 0 : CHANGED;
+	ret = catch_up(c);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&c->lock);
+	ret = registration_holds(c, e) ? 0 : CHANGED;
+	pthread_mutex_unlock(&c->lock);
+	return ret;
+}
+
+/* Whole-space mode: events from now on mark e if they overlap it. */
+static void pending_begin(struct umn_cache *c, struct umn_entry *e,
+			  uint64_t start, uint64_t end)
+{
+	pthread_mutex_lock(&c->lock);
+	/* Retired, so a lockless search that meets it ignores it. */
+	WRITE_ONCE(e->node.start, start);
+	WRITE_ONCE(e->node.end, end);
+	e->changed = false;
+	if (!e->pending)
+		list_append(&c->pending, e);
+	e->pending = true;
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* c->lock held. */
+static void pending_end(struct umn_entry *e)
+{
+	if (e->pending)
+		list_unlink(e);
+	e->pending = false;
+}
+
+/*
+ * Watch (or, in whole-space mode, go pending), register, check (see the
+ * top of this file): 0, CHANGED (and nothing registered), or a negative
+ * errno value.
  */
 static int entry_register(struct umn_cache *c, struct umn_entry *e,
 			  uint64_t start, uint64_t end)
@@ -395,11 +499,15 @@ static int entry_register(struct umn_cache *c, struct umn_entry *e,
 	void *addr = (void *)(uintptr_t)start;
 	size_t len = end - start;
 	void *handle;
-	int ret;
+	int ret = 0;
 
-	ret = umn_watch(c->u, addr, len, 0, &e->watch);
-	while (ret == -ENOSPC && release_one(c))
+	if (c->all) {
+		pending_begin(c, e, start, end);
+	} else {
 		ret = umn_watch(c->u, addr, len, 0, &e->watch);
+		while (ret == -ENOSPC && release_one(c))
+			ret = umn_watch(c->u, addr, len, 0, &e->watch);
+	}
 	if (ret)
 		return ret;
 	ret = c->attr.reg(c->attr.arg, addr, len, &handle);
@@ -407,15 +515,16 @@ static int entry_register(struct umn_cache *c, struct umn_entry *e,
 		stat_add(c, registrations, 1);
 		e->pub = (struct umn_cache_entry){ addr, len, handle };
 		e->epoch = READ_ONCE(c->epoch);
-		if (umn_valid(c->u, &e->watch))
-			return 0;
-		entry_unregister(c, e);
-		return CHANGED;
+		ret = registration_check(c, e);
+		if (ret)
+			entry_unregister(c, e);
+		return ret;
 	}
 	/* A failure because the memory went meanwhile is a change. */
-	if (!umn_valid(c->u, &e->watch))
+	if (registration_check(c, e) == CHANGED)
 		ret = CHANGED;
-	umn_unwatch(c->u, &e->watch);
+	if (!c->all)
+		umn_unwatch(c->u, &e->watch);
 	return ret;
 }
 
@@ -480,18 +589,20 @@ static int cache_miss(struct umn_cache *c, uint64_t lo, uint64_t hi,
 		victims = NULL;
 		pthread_mutex_lock(&c->lock);
 		if (ret) {
+			pending_end(e);
 			entry_free(c, e);
 			break;
 		}
 		found = find_locked(c, lo, hi, &victims);
 		if (found) {
 			/* Another thread registered it meanwhile: use theirs. */
+			pending_end(e);
 			*ep = found;
 			e->link = victims;
 			victims = e;
 			break;
 		}
-		if (umn_valid(c->u, &e->watch))
+		if (registration_holds(c, e))
 			break;
 		/*
 		 * Changed since the check, and its event, if drained, was
@@ -503,6 +614,7 @@ static int cache_miss(struct umn_cache *c, uint64_t lo, uint64_t hi,
 		stat_add(c, retries, 1);
 	}
 	if (!ret && !found) {
+		pending_end(e);
 		if (c->attr.max_bytes && e->pub.len > c->attr.max_bytes) {
 			/* Served once, destroyed by the put: never cached. */
 			store_release(e->state, ENTRY_RETIRED | 1);
@@ -525,7 +637,11 @@ int umn_cache_get(struct umn_cache *c, const void *addr, size_t len,
 
 	if (!len || hi < lo)
 		return -EINVAL;
-	if (umn_changed(c->u)) {
+	if (c->all) {
+		ret = catch_up(c);
+		if (ret)
+			return ret;
+	} else if (umn_changed(c->u)) {
 		ret = umn_cache_drain(c);
 		if (ret < 0)
 			return ret;
@@ -562,6 +678,32 @@ struct drain {
 	struct umn_entry *victims;
 };
 
+/* c->lock held.  Mark the pending entries overlapping [lo, hi). */
+static void mark_pending(struct umn_cache *c, uint64_t lo, uint64_t hi)
+{
+	struct umn_entry *e;
+
+	for (e = c->pending.next; e != &c->pending; e = e->next)
+		if (e->node.start < hi && lo < e->node.end)
+			e->changed = true;
+}
+
+/* c->lock held.  Whole-space mode: drop what [lo, hi) overlaps. */
+static void drop_overlapping(struct umn_cache *c, uint64_t lo, uint64_t hi,
+			     struct umn_entry **victims)
+{
+	struct scan scan = { c, pick_any, NULL };
+	struct umn_entry *e, *next;
+
+	itree_visit_overlapping(&c->tree, lo, hi, scan_one, &scan);
+	for (e = scan.found; e; e = next) {
+		next = e->link;
+		entry_retire(c, e, victims);
+		stat_add(c, invalidations, 1);
+	}
+	mark_pending(c, lo, hi);
+}
+
 /* Runs under umn.lock, from umn_drain(). */
 static void cache_event(void *arg, const struct umn_event *event)
 {
@@ -574,17 +716,23 @@ static void cache_event(void *arg, const struct umn_event *event)
 	case UMN_CAUSE_OVERFLOW:
 		/* Notices were lost, not generations: check them all. */
 		stat_add(c, overflows, 1);
-		for (e = collect_within(c, 0, UINT64_MAX, pick_invalid); e;
+		for (e = collect_within(c, 0, UINT64_MAX, pick_suspect); e;
 		     e = next) {
 			next = e->link;
 			entry_retire(c, e, &d->victims);
 			stat_add(c, invalidations, 1);
 		}
+		mark_pending(c, 0, UINT64_MAX);
 		break;
 	case UMN_CAUSE_PRESSURE:
 		release_idle(c, event->value, &d->victims);
 		break;
 	default:
+		if (c->all && event->watch == c->all) {
+			drop_overlapping(c, event->start, event->end,
+					 &d->victims);
+			break;
+		}
 		if (!event->watch)
 			break;
 		e = container_of(event->watch, struct umn_entry, watch);
@@ -678,6 +826,8 @@ int umn_cache_create(struct umn *u, const struct umn_cache_attr *attr,
 		c->attr.align = sysconf(_SC_PAGESIZE);
 	pthread_mutex_init(&c->lock, NULL);
 	c->clock.prev = c->clock.next = &c->clock;
+	c->pending.prev = c->pending.next = &c->pending;
+	c->all = umn_watch_all(u);
 
 	ret = umn__attach_cache(u, c);
 	if (ret) {

@@ -2,7 +2,8 @@
 /*
  * The registration cache on the test double: behaviours one by one, then
  * random operation sequences checked against a brute-force model of what
- * the cache may and must do.
+ * the cache may and must do; in both modes, a watch per entry and one
+ * watch of the whole address space.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -37,6 +38,8 @@ static struct umn *umn;
 static struct umn_cache *cache;
 static size_t max_entries, max_bytes;
 static bool use_forget = true;		/* give the cache a forget() */
+static bool whole;			/* UMN_OPEN_WATCH_ALL */
+static uint32_t ring_entries;		/* whole: records before a loss */
 static int fail_reg;			/* next reg() returns this */
 static int race_reg;			/* next reg()s invalidate themselves */
 
@@ -116,7 +119,11 @@ static void model_forget(void *arg, void *addr, size_t len, void *handle)
 static void setup_watches(size_t entries, size_t bytes, size_t align,
 			  uint32_t watches)
 {
-	struct umn_attr uattr = { .max_watches = watches };
+	struct umn_attr uattr = {
+		.flags = whole ? UMN_OPEN_WATCH_ALL : 0,
+		.max_watches = watches,
+		.ring_entries = ring_entries,
+	};
 	struct umn_cache_attr attr = {
 		.reg = model_reg,
 		.dereg = model_dereg,
@@ -148,7 +155,7 @@ static void teardown(void)
 	for (i = 0; i < nr_regs; i++)
 		CHECK(!regs[i].live || regs[i].forgotten);
 	CHECK_EQ(umn_cache_destroy(cache), 0);
-	CHECK_EQ(double_watches(dbl), 0);
+	CHECK_EQ(double_watches(dbl), whole);
 	CHECK_EQ(umn_close(umn), 0);
 	double_free(dbl);
 }
@@ -267,7 +274,8 @@ static void test_invalidated_entries_go_at_once_or_at_put(void)
 	put(idle);
 	held = get(5, 1);
 	invalidate(U(0), U(6));
-	CHECK_EQ(umn_cache_drain(cache), 2);
+	/* One event per watch hit: whole-space mode has one. */
+	CHECK_EQ(umn_cache_drain(cache), whole ? 1 : 2);
 	CHECK(!reg_of(idle)->live);
 	CHECK(reg_of(held)->live);
 	CHECK_EQ(stats().invalidations, 2);
@@ -479,6 +487,81 @@ static void test_forked_child_without_forget_calls_nothing(void)
 	CHECK(regs[0].live);
 	teardown();
 	use_forget = true;
+}
+
+/* ---- whole-address-space mode ---- */
+
+/* No watch per entry; a change drops exactly the entries it overlaps. */
+static void test_whole_space_drops_exactly_what_a_change_overlaps(void)
+{
+	struct umn_cache_entry *a, *b, *c, *again;
+
+	whole = true;
+	setup(0, 0, 0);
+	a = get(0, 2);
+	b = get(4, 1);
+	c = get(8, 1);
+	put(a);
+	put(b);
+	put(c);
+	CHECK_EQ(double_watches(dbl), 1);
+	invalidate(U(1), U(5));			/* a and b, not c */
+	again = get(8, 1);
+	CHECK(again == c);
+	put(again);
+	CHECK(!reg_of(a)->live && !reg_of(b)->live && reg_of(c)->live);
+	CHECK_EQ(stats().invalidations, 2);
+	invalidate(U(9), U(10));		/* next to c: nothing */
+	put(get(8, 1));
+	CHECK_EQ(stats().hits, 2);
+	teardown();
+	whole = false;
+}
+
+/* A change while reg() runs is applied to the entry being registered. */
+static void test_whole_space_change_during_registration_is_retried(void)
+{
+	struct umn_cache_entry *e;
+
+	whole = true;
+	setup(0, 0, 0);
+	race_reg = 1;
+	e = get(0, 1);
+	CHECK_EQ(nr_regs, 2);
+	CHECK(!regs[0].live && !reg_of(e)->invalidated);
+	CHECK_EQ(stats().retries, 1);
+	put(e);
+	race_reg = 1000;
+	CHECK_EQ(umn_cache_get(cache, A(8), PAGE, &e), -EAGAIN);
+	race_reg = 0;
+	teardown();
+	whole = false;
+}
+
+/* More changes than the ring holds: a flush, never a stale hit. */
+static void test_whole_space_overflow_flushes(void)
+{
+	struct umn_cache_entry *held, *e;
+	int i;
+
+	whole = true;
+	ring_entries = 2;
+	setup(0, 0, 0);
+	for (i = 0; i < 4; i++)
+		put(get(2 * i, 1));
+	held = get(20, 1);
+	for (i = 0; i < 3; i++)
+		invalidate(U(2 * i), U(2 * i + 1));
+	e = get(6, 1);				/* unchanged, but dropped */
+	CHECK(reg_of(e) != &regs[3]);
+	CHECK_EQ(stats().overflows, 1);
+	CHECK(!regs[3].live && reg_of(held)->live);
+	put(held);
+	CHECK(!reg_of(held)->live);
+	put(e);
+	teardown();
+	ring_entries = 0;
+	whole = false;
 }
 
 /* ---- random operation sequences against the model ---- */
@@ -718,10 +801,22 @@ int main(int argc, char **argv)
 	test_destroy_and_close_refuse_while_busy();
 	test_forked_child_forgets_the_parents_entries();
 	test_forked_child_without_forget_calls_nothing();
+	test_whole_space_drops_exactly_what_a_change_overlaps();
+	test_whole_space_change_during_registration_is_retried();
+	test_whole_space_overflow_flushes();
+	whole = true;
+	test_forked_child_forgets_the_parents_entries();
+	test_pressure_releases_idle_entries_oldest_first();
+	test_invalidated_entries_go_at_once_or_at_put();
+	test_a_lookup_notices_a_change_without_a_drain();
+	whole = false;
 
 	seed_rng("test-cache");
-	for (i = 0; i < runs; i++)
+	for (i = 0; i < runs; i++) {
+		whole = i % 2;
 		property_run(1000 + rnd_below(2000));
+	}
+	whole = false;
 	printf("test-cache: ok (%u random runs)\n", runs);
 	return 0;
 }

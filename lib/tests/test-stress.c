@@ -5,7 +5,8 @@
  * another drains, flushes and asks for memory back.  Checked on every
  * get: the entry covers the request and its registration is no older
  * than the memory was when the get started; on every dereg(): nobody
- * uses it (and under ASan, nobody touches it afterwards).
+ * uses it (and under ASan, nobody touches it afterwards).  Once with a
+ * watch per entry, once with one watch of the whole address space.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -138,20 +139,22 @@ static void *drainer(void *arg)
 	return NULL;
 }
 
-int main(void)
+static void run(uint64_t seed, uint32_t flags)
 {
 	struct umn_cache_attr attr = {
 		.reg = treg_reg,
 		.dereg = treg_dereg,
 		.max_entries = 16,
 	};
+	struct umn_attr uattr = { .flags = flags };
 	pthread_t getters[GETTERS], other[2];
 	struct umn_cache_stats s;
-	uint64_t seed = seed_rng("test-stress");
 	struct umn *u;
 	int i;
 
-	CHECK_EQ(double_open(&u, NULL, &dbl), 0);
+	regs = deregs = 0;
+	stop = false;
+	CHECK_EQ(double_open(&u, &uattr, &dbl), 0);
 	double_on_change(dbl, change, NULL);
 	CHECK_EQ(umn_cache_create(u, &attr, &cache), 0);
 	for (i = 0; i < GETTERS; i++)
@@ -168,14 +171,24 @@ int main(void)
 	umn_cache_stats(cache, &s);
 	CHECK_EQ(s.in_use, 0);
 	CHECK_EQ(s.hits + s.misses, GETTERS * GETS);
-	printf("test-stress: %" PRIu64 " hits, %" PRIu64 " misses, %" PRIu64
-	       " invalidations, %" PRIu64 " evictions, %" PRIu64 " retries\n",
+	printf("test-stress: %s: %" PRIu64 " hits, %" PRIu64 " misses, %"
+	       PRIu64 " invalidations, %" PRIu64 " evictions, %" PRIu64
+	       " retries\n", flags ? "whole space" : "per range",
 	       s.hits, s.misses, s.invalidations, s.evictions, s.retries);
+	CHECK(s.hits > 0 && s.invalidations > 0);
 	CHECK_EQ(umn_cache_destroy(cache), 0);
 	CHECK_EQ(regs, deregs);
-	CHECK_EQ(double_watches(dbl), 0);
+	CHECK_EQ(double_watches(dbl), flags ? 1 : 0);
 	CHECK_EQ(umn_close(u), 0);
 	double_free(dbl);
+}
+
+int main(void)
+{
+	uint64_t seed = seed_rng("test-stress");
+
+	run(seed, 0);
+	run(seed, UMN_OPEN_WATCH_ALL);
 	printf("test-stress: ok\n");
 	return 0;
 }

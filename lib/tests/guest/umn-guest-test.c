@@ -2,7 +2,9 @@
 /*
  * libummunotify against the real module, in a guest (tools/testing/vm-run):
  * every test runs twice, on the native ABI and on the 2010 ABI
- * (UMN_OPEN_LEGACY), each in a child process of its own.  Prints TAP;
+ * (UMN_OPEN_LEGACY), each in a child process of its own.  The cache's
+ * tests run again on a whole-address-space watch (UMN_OPEN_WATCH_ALL),
+ * which the 2010 ABI must refuse.  Prints TAP;
  * exits 0 when all pass, 1 when one fails, 4 (skip) without a device.
  *
  * Memory is changed in single pages between PROT_NONE guard pages: they
@@ -28,6 +30,7 @@
 static size_t ps;
 static struct umn_attr mode;		/* flags: native or legacy */
 static bool native;
+static bool whole;			/* open_umn(): UMN_OPEN_WATCH_ALL */
 
 /* n pages, each between guard pages; page i is at the result + 2*i*ps. */
 static char *guarded_pages(unsigned int n)
@@ -47,11 +50,33 @@ static char *guarded_pages(unsigned int n)
 
 static struct umn *open_umn(void)
 {
+	struct umn_attr attr = mode;
 	struct umn *u;
 
-	CHECK_EQ(umn_open(&u, &mode), 0);
+	if (whole)
+		attr.flags |= UMN_OPEN_WATCH_ALL;
+	CHECK_EQ(umn_open(&u, &attr), 0);
 	CHECK_EQ(umn_features(u) != 0, native);
+	CHECK_EQ(umn_watch_all(u) != NULL, whole);
 	return u;
+}
+
+/*
+ * Run the rest of a whole-space test: on the 2010 ABI only check that it
+ * is refused, and say not to.
+ */
+static bool whole_space(void)
+{
+	struct umn_attr attr = mode;
+	struct umn *u;
+
+	if (!native) {
+		attr.flags |= UMN_OPEN_WATCH_ALL;
+		CHECK_EQ(umn_open(&u, &attr), -EOPNOTSUPP);
+		return false;
+	}
+	whole = true;
+	return true;
 }
 
 struct log {
@@ -217,6 +242,38 @@ static void test_a_full_ring_reports_overflow_and_keeps_generations(void)
 	CHECK_EQ(umn_close(u), 0);
 }
 
+/* Every change, with its exact range, and nothing for mprotect. */
+static void test_whole_space_watch_reports_exact_ranges(void)
+{
+	char *p = guarded_pages(2);
+	struct log log = { 0 };
+	const struct umn_watch *all;
+	unsigned int i, found = 0;
+	struct umn *u;
+
+	if (!whole_space())
+		return;
+	u = open_umn();
+	all = umn_watch_all(u);
+	CHECK(umn_valid(u, all));
+	CHECK(!mprotect(p, ps, PROT_READ));
+	CHECK(!munmap(p + 2 * ps, ps));
+	CHECK(!umn_valid(u, all));
+	CHECK(umn_drain(u, log_event, &log) >= 1);
+	CHECK(umn_valid(u, all));
+	for (i = 0; i < log.n; i++) {
+		CHECK(log.events[i].watch == all);
+		found += log.events[i].start == (uintptr_t)(p + 2 * ps) &&
+			 log.events[i].end == (uintptr_t)(p + 3 * ps) &&
+			 log.events[i].cause == UMN_CAUSE_UNMAP;
+		/* The mprotect is not reported. */
+		CHECK(log.events[i].end <= (uintptr_t)p ||
+		      log.events[i].start >= (uintptr_t)(p + ps));
+	}
+	CHECK_EQ(found, 1);
+	CHECK_EQ(umn_close(u), 0);
+}
+
 static void test_a_forked_child_starts_afresh(void)
 {
 	char *p = guarded_pages(2);
@@ -306,6 +363,14 @@ static uint64_t snapshot_of(struct umn_cache *c, void *addr)
 	return value;
 }
 
+/* A new page at p, holding value. */
+static void replace_page(char *p, uint64_t value)
+{
+	CHECK(mmap(p, ps, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == p);
+	*(uint64_t *)p = value;
+}
+
 static void test_cache_never_serves_a_replaced_mapping(void)
 {
 	char *p = guarded_pages(1);
@@ -316,9 +381,7 @@ static void test_cache_never_serves_a_replaced_mapping(void)
 	*(uint64_t *)p = 1;
 	CHECK_EQ(snapshot_of(c, p), 1);
 	CHECK_EQ(snapshot_of(c, p), 1);
-	CHECK(mmap(p, ps, PROT_READ | PROT_WRITE,
-		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == p);
-	*(uint64_t *)p = 2;
+	replace_page(p, 2);
 	CHECK_EQ(snapshot_of(c, p), 2);
 	umn_cache_stats(c, &s);
 	CHECK_EQ(s.hits, 1);
@@ -415,6 +478,93 @@ static void test_cache_under_concurrent_replacement(void)
 	CHECK_EQ(umn_close(u), 0);
 }
 
+static void test_whole_space_cache_never_serves_a_replaced_mapping(void)
+{
+	if (whole_space())
+		test_cache_never_serves_a_replaced_mapping();
+}
+
+static void test_whole_space_cache_under_concurrent_replacement(void)
+{
+	if (whole_space())
+		test_cache_under_concurrent_replacement();
+}
+
+/* More changes than the ring holds: the cache flushes, serves nothing old. */
+static void test_whole_space_cache_overflow_flushes(void)
+{
+	struct umn_attr attr = { .flags = UMN_OPEN_WATCH_ALL,
+				 .ring_entries = 2 };
+	char *p = guarded_pages(8);
+	struct umn_cache_stats s;
+	struct umn_cache *c;
+	struct umn *u;
+	unsigned int i;
+
+	if (!whole_space())
+		return;
+	CHECK_EQ(umn_open(&u, &attr), 0);
+	c = open_cache(u);
+	for (i = 0; i < 8; i++) {
+		*(uint64_t *)(p + 2 * i * ps) = 1;
+		CHECK_EQ(snapshot_of(c, p + 2 * i * ps), 1);
+	}
+	for (i = 0; i < 8; i++)
+		replace_page(p + 2 * i * ps, 2);
+	for (i = 0; i < 8; i++)
+		CHECK_EQ(snapshot_of(c, p + 2 * i * ps), 2);
+	umn_cache_stats(c, &s);
+	CHECK(s.overflows >= 1);
+	CHECK_EQ(s.hits, 0);
+	CHECK_EQ(umn_cache_destroy(c), 0);
+	CHECK_EQ(umn_close(u), 0);
+}
+
+/*
+ * The child's cache starts from nothing and watches the child's space;
+ * the parent's keeps its entry and still sees its own changes.
+ */
+static void test_whole_space_cache_in_a_forked_child(void)
+{
+	char *p = guarded_pages(1);
+	struct umn_cache_stats before, after;
+	struct umn_cache *c;
+	struct umn *u;
+	int status;
+	pid_t pid;
+
+	if (!whole_space())
+		return;
+	u = open_umn();
+	c = open_cache(u);
+	*(uint64_t *)p = 1;
+	CHECK_EQ(snapshot_of(c, p), 1);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		umn_cache_stats(c, &before);
+		CHECK_EQ(snapshot_of(c, p), 1);
+		umn_cache_stats(c, &after);
+		CHECK_EQ(after.misses, before.misses + 1);
+		CHECK_EQ(after.overflows, before.overflows + 1);
+		replace_page(p, 3);
+		CHECK_EQ(snapshot_of(c, p), 3);
+		CHECK_EQ(umn_cache_destroy(c), 0);
+		CHECK_EQ(umn_close(u), 0);
+		_exit(0);
+	}
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	umn_cache_stats(c, &before);
+	CHECK_EQ(snapshot_of(c, p), 1);
+	umn_cache_stats(c, &after);
+	CHECK_EQ(after.hits, before.hits + 1);
+	replace_page(p, 2);
+	CHECK_EQ(snapshot_of(c, p), 2);
+	CHECK_EQ(umn_cache_destroy(c), 0);
+	CHECK_EQ(umn_close(u), 0);
+}
+
 static const struct {
 	const char *name;
 	void (*fn)(void);
@@ -430,6 +580,11 @@ static const struct {
 	T(test_a_forked_child_starts_afresh),
 	T(test_cache_never_serves_a_replaced_mapping),
 	T(test_cache_under_concurrent_replacement),
+	T(test_whole_space_watch_reports_exact_ranges),
+	T(test_whole_space_cache_never_serves_a_replaced_mapping),
+	T(test_whole_space_cache_under_concurrent_replacement),
+	T(test_whole_space_cache_overflow_flushes),
+	T(test_whole_space_cache_in_a_forked_child),
 #undef T
 };
 

@@ -5,7 +5,8 @@
  * the MR cache, a peer process RDMA-READs it over an RC queue pair.  The
  * owner then unmaps the buffer and maps different bytes at the same
  * address, looks it up again, and the peer must read the new bytes.
- * Again with the handles on the 2010 ABI (UMN_OPEN_LEGACY).
+ * Again with the handles on the 2010 ABI (UMN_OPEN_LEGACY), and with one
+ * watch of the whole address space (UMN_OPEN_WATCH_ALL).
  *
  * The same scenario runs again with invalidation off: the binding opens
  * its /dev/ummunotify handles through umn_open(), which this program
@@ -383,8 +384,10 @@ static void scenario_access(void)
  * ibv_dereg_mr() there would go through the uverbs file the child
  * shares with its parent, and destroy the parent's MR.
  */
-static void scenario_fork(void)
+static void scenario_fork(const struct mode *mode)
 {
+	struct umn_mr_cache_attr attr = { .umn.flags = mode->flags };
+	char name[160];
 	char *seen, *buf = map_filled(NULL, 'F');
 	struct umn_cache_stats stats;
 	struct umn_mr_cache *c;
@@ -395,7 +398,7 @@ static void scenario_fork(void)
 	pid_t pid;
 
 	invalidation_off = false;
-	c = peer_cache(&peer, NULL);
+	c = peer_cache(&peer, &attr);
 	seen = peer.seen;
 	mr = get_mr(c, buf, REMOTE_ACCESS, &ref);
 	umn_mr_put(ref);
@@ -411,11 +414,15 @@ static void scenario_fork(void)
 	}
 	if (waitpid(pid, &status, 0) != pid)
 		bail_out("waitpid", errno);
-	ok(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-	   "fork: the child's cache drops the MR it inherited");
+	snprintf(name, sizeof(name),
+		 "%s, fork: the child's cache drops the MR it inherited",
+		 mode->name);
+	ok(WIFEXITED(status) && WEXITSTATUS(status) == 0, name);
 
-	ok(get_mr(c, buf, REMOTE_ACCESS, &ref) == mr,
-	   "fork: the parent's next lookup is a hit on its MR");
+	snprintf(name, sizeof(name),
+		 "%s, fork: the parent's next lookup is a hit on its MR",
+		 mode->name);
+	ok(get_mr(c, buf, REMOTE_ACCESS, &ref) == mr, name);
 	umn_mr_put(ref);
 	umn_mr_cache_stats(c, &stats);
 	print_stats(&stats);
@@ -423,9 +430,9 @@ static void scenario_fork(void)
 	status = peer_read(&peer, buf, mr->rkey, BUF_LEN, seen);
 	printf("# after the child exited the peer's read gets status %d\n",
 	       status);
-	ok(status == IBV_WC_SUCCESS && holds(seen, 'F'),
-	   "fork: after the child exits, the parent's MR serves the peer's "
-	   "RDMA READ");
+	snprintf(name, sizeof(name), "%s, fork: after the child exits, the "
+		 "parent's MR serves the peer's RDMA READ", mode->name);
+	ok(status == IBV_WC_SUCCESS && holds(seen, 'F'), name);
 
 	destroy(c);
 	munmap(buf, BUF_LEN);
@@ -460,17 +467,20 @@ int main(void)
 	static const struct mode modes[] = {
 		{ "invalidation on", true, 0 },
 		{ "invalidation on, 2010 ABI", true, UMN_OPEN_LEGACY },
+		{ "invalidation on, whole address space", true,
+		  UMN_OPEN_WATCH_ALL },
 		{ "invalidation off", false, 0 },
 	};
 	unsigned int i;
 
 	printf("TAP version 13\n");
 	skip_unless_ready();
-	printf("1..16\n");
+	printf("1..22\n");
 	fflush(stdout);
 	for (i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
 		scenario_remap(&modes[i]);
 	scenario_access();
-	scenario_fork();
+	scenario_fork(&modes[0]);
+	scenario_fork(&modes[2]);
 	return failures ? 1 : 0;
 }
