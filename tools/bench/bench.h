@@ -52,7 +52,7 @@ struct backend {
 };
 
 extern const struct backend none_backend, native_backend, legacy_backend,
-	uffd_backend, interpose_backend;
+	uffd_backend, interpose_backend, cache_backend, cache_all_backend;
 
 static inline bool region_stale(const struct region *e)
 {
@@ -106,6 +106,15 @@ static const struct backend *const watchers[] = {
 static const struct backend *const all[] = {
 	&none_backend, &native_backend, &legacy_backend, &uffd_backend,
 	&interpose_backend,
+};
+/*
+ * The loops also with libummunotify's cache (cache.c), in each mode: a
+ * lookup that registers (nothing: the registration itself is the same for
+ * all), and learns of the munmap at the next lookup.
+ */
+static const struct backend *const loopers[] = {
+	&none_backend, &native_backend, &legacy_backend, &uffd_backend,
+	&interpose_backend, &cache_backend, &cache_all_backend,
 };
 static const struct backend *const ummunotify[] = {
 	&native_backend, &legacy_backend,
