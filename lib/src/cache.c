@@ -26,6 +26,14 @@
  * the last user of a retired one, destroys it: dereg(), unwatch, back to
  * the free list.  No entry in use is ever deregistered.
  *
+ * In front of the tree, a direct-mapped table by start address (the start
+ * of a request, rounded down to attr.align) serves the common lookup, of
+ * a buffer used again from its start, with one random access instead of
+ * a walk down the tree: a hit there is checked exactly as one from the
+ * tree, and anything else falls through to the tree.  It grows (under
+ * the lock) to twice the entries; old tables stay until the cache goes,
+ * since a lockless lookup may still read one.
+ *
  * Eviction is LRU approximated by CLOCK (second chance): a hit sets
  * "referenced", and the hand gives referenced or busy entries another
  * round before evicting idle ones, oldest first.  Exact LRU would need a
@@ -102,6 +110,15 @@ struct umn_chunk {
 	struct umn_entry entries[ENTRIES_PER_CHUNK];
 };
 
+/* The table by start address. */
+struct umn_hash {
+	struct umn_hash *older;		/* to free with the cache */
+	unsigned int shift;		/* 64 - log2(slots) */
+	struct umn_entry *slots[];
+};
+
+#define HASH_MIN_SLOTS	64
+
 struct umn_cache {
 	struct umn *u;
 	struct umn_cache_attr attr;
@@ -117,6 +134,7 @@ struct umn_cache {
 					 * cache's creator */
 	struct umn_entry *free;
 	struct umn_chunk *chunks;
+	struct umn_hash *hash;		/* NULL until the first entry */
 	struct umn_cache_stats stats;	/* counters only; atomic adds */
 };
 
@@ -228,6 +246,58 @@ static void destroy_all(struct umn_cache *c, struct umn_entry *victims)
 	}
 }
 
+static struct umn_entry **hash_slot(struct umn_hash *h, uint64_t start)
+{
+	return &h->slots[(start * 0x9e3779b97f4a7c15ULL) >> h->shift];
+}
+
+/* c->lock held.  Make room for one more entry; false if out of memory. */
+static bool hash_grow(struct umn_cache *c)
+{
+	struct umn_hash *old = c->hash, *h;
+	unsigned int shift = old ? old->shift : 64 - 6;
+	size_t slots = (size_t)1 << (64 - shift);
+	struct umn_entry *e;
+
+	_Static_assert(HASH_MIN_SLOTS == 1 << 6, "shift");
+	if (old && 2 * (c->nr_entries + 1) <= slots)
+		return true;
+	if (old) {
+		shift--;
+		slots *= 2;
+	}
+	h = calloc(1, sizeof(*h) + slots * sizeof(h->slots[0]));
+	if (!h)
+		return false;
+	h->shift = shift;
+	h->older = old;
+	for (e = c->clock.next; e != &c->clock; e = e->next)
+		*hash_slot(h, e->node.start) = e;
+	store_release(c->hash, h);
+	return true;
+}
+
+/* c->lock held: e goes into the tree.  Best effort: the tree is enough. */
+static void hash_add(struct umn_cache *c, struct umn_entry *e)
+{
+	if (hash_grow(c))
+		store_release(*hash_slot(c->hash, e->node.start), e);
+}
+
+/* c->lock held: take e out of the tree, the clock and the table. */
+static void entry_unlink(struct umn_cache *c, struct umn_entry *e)
+{
+	struct umn_entry **slot = c->hash ? hash_slot(c->hash, e->node.start) :
+					    NULL;
+
+	if (slot && *slot == e)
+		WRITE_ONCE(*slot, NULL);
+	itree_remove(&c->tree, &e->node);
+	clock_unlink(e);
+	c->nr_entries--;
+	c->nr_bytes -= e->pub.len;
+}
+
 /* c->lock held; take e out of the cache; unused: add it to *victims. */
 static void entry_retire(struct umn_cache *c, struct umn_entry *e,
 			 struct umn_entry **victims)
@@ -235,10 +305,7 @@ static void entry_retire(struct umn_cache *c, struct umn_entry *e,
 	uint64_t state = __atomic_fetch_or(&e->state, ENTRY_RETIRED,
 					   __ATOMIC_ACQ_REL);
 
-	itree_remove(&c->tree, &e->node);
-	clock_unlink(e);
-	c->nr_entries--;
-	c->nr_bytes -= e->pub.len;
+	entry_unlink(c, e);
 	if (!(state & ENTRY_USERS)) {
 		e->link = *victims;
 		*victims = e;
@@ -262,10 +329,7 @@ static bool entry_retire_idle(struct umn_cache *c, struct umn_entry *e,
 					 false, __ATOMIC_ACQUIRE,
 					 __ATOMIC_RELAXED))
 		return false;
-	itree_remove(&c->tree, &e->node);
-	clock_unlink(e);
-	c->nr_entries--;
-	c->nr_bytes -= e->pub.len;
+	entry_unlink(c, e);
 	e->link = *victims;
 	*victims = e;
 	return true;
@@ -384,29 +448,45 @@ static struct umn_entry *find_locked(struct umn_cache *c, uint64_t lo,
 	return NULL;
 }
 
-/* The hit path: no lock.  NULL means "ask again under the lock". */
-static struct umn_entry *find_lockless(struct umn_cache *c, uint64_t lo,
-				       uint64_t hi)
+/*
+ * e, found without the lock, if it serves [lo, hi): with a user added,
+ * and counted as a hit.
+ */
+static bool entry_hit(struct umn_cache *c, struct umn_entry *e, uint64_t lo,
+		      uint64_t hi)
 {
-	struct itree_node *node = itree_find_cover(&c->tree, lo, hi,
-						   ITREE_LOCKLESS_STEPS);
-	struct umn_entry *e;
-
-	if (!node)
-		return NULL;
-	e = container_of(node, struct umn_entry, node);
 	if (!entry_get(e))
-		return NULL;
+		return false;
 	/* Ours now, and maybe not the entry the search saw. */
 	if (READ_ONCE(e->node.start) <= lo && hi <= READ_ONCE(e->node.end) &&
 	    entry_valid(c, e)) {
 		if (!READ_ONCE(e->referenced))
 			WRITE_ONCE(e->referenced, true);
 		__atomic_fetch_add(&e->hits, 1, __ATOMIC_RELAXED);
-		return e;
+		return true;
 	}
 	umn_cache_put(c, &e->pub);
-	return NULL;
+	return false;
+}
+
+/* The hit path: no lock.  NULL means "ask again under the lock". */
+static struct umn_entry *find_lockless(struct umn_cache *c, uint64_t lo,
+				       uint64_t hi)
+{
+	struct umn_hash *h = load_acquire(c->hash);
+	struct itree_node *node;
+	struct umn_entry *e;
+
+	if (h) {
+		e = load_acquire(*hash_slot(h, lo & ~(c->attr.align - 1)));
+		if (e && entry_hit(c, e, lo, hi))
+			return e;
+	}
+	node = itree_find_cover(&c->tree, lo, hi, ITREE_LOCKLESS_STEPS);
+	if (!node)
+		return NULL;
+	e = container_of(node, struct umn_entry, node);
+	return entry_hit(c, e, lo, hi) ? e : NULL;
 }
 
 /* Out of watches: release the oldest idle entry.  False if none is. */
@@ -547,6 +627,7 @@ static void entry_insert(struct umn_cache *c, struct umn_entry *e,
 	store_release(e->state, 1);
 	itree_insert(&c->tree, &e->node);
 	clock_append(c, e);
+	hash_add(c, e);
 	c->nr_entries++;
 	c->nr_bytes += e->pub.len;
 	evict(c, victims);
@@ -847,6 +928,7 @@ static void check_busy(struct umn_entry *e, void *arg)
 
 int umn_cache_destroy(struct umn_cache *c)
 {
+	struct umn_hash *hash;
 	struct umn_chunk *chunk;
 	bool busy = false;
 
@@ -863,6 +945,10 @@ int umn_cache_destroy(struct umn_cache *c)
 	while ((chunk = c->chunks)) {
 		c->chunks = chunk->next;
 		free(chunk);
+	}
+	while ((hash = c->hash)) {
+		c->hash = hash->older;
+		free(hash);
 	}
 	pthread_mutex_destroy(&c->lock);
 	free(c);
