@@ -2032,24 +2032,29 @@ TEST_F_TIMEOUT(ummunotify, one_file_holds_100000_regions, 600)
 
 /*
  * Stress: workers each register a region in a slot of their own, then
- * invalidate the slot (munmap, mmap over it, madvise, mremap away) and
- * check that the counter moved before the call returned and that a report
- * for the region is read afterwards; a noise thread registers and
- * unregisters regions over all the slots meanwhile, and a reader thread
- * reads everything.
+ * invalidate the slot (munmap, mmap over it, madvise, mremap away, in turn,
+ * each at least STRESS_MIN_CYCLES times) and wait for the report for the
+ * region; a noise thread registers and unregisters regions over all the
+ * slots meanwhile, and a reader thread reads everything.
  *
  * A report proves a given invalidation was seen only if the read() that
  * returned it began after the invalidation began: a global epoch, bumped
  * by a worker just before it invalidates and sampled by the reader just
  * before each read(), orders the two.  The reader holds a mutex across
  * sampling and read(), and a worker takes it to bump the epoch, so that no
- * read() begins before an invalidation yet returns its report.
+ * read() begins before an invalidation yet returns its report.  The worker
+ * bumps it again once the invalidation returned: a read() that began after
+ * that and emptied the queue (it ends with LAST, or finds nothing) must
+ * have returned the report, or the invalidation was missed.
  */
 #define STRESS_WORKERS		2
 #define STRESS_SLOT_PAGES	4
 #define STRESS_NOISE_REGIONS	16
 #define STRESS_NOISE		0x8000000000000000ULL	/* noise cookies */
 #define STRESS_DEFAULT_SECONDS	3
+/* Past the seconds, until each worker did each operation this often. */
+#define STRESS_MIN_CYCLES	2
+#define STRESS_OPS		4
 /* How long a report may take to reach the reader under emulation. */
 #define STRESS_REPORT_SECONDS	30
 #define STRESS_ENV		"UMMUNOTIFY_STRESS_SECONDS"
@@ -2065,7 +2070,8 @@ struct stress_worker {
 	atomic_ullong cookie;		/* region being checked */
 	atomic_ullong start, end;
 	atomic_ullong epoch;		/* its invalidation began; 0: not yet */
-	atomic_bool reported;		/* a report read after that */
+	atomic_ullong returned;		/* it returned; 0: not yet */
+	atomic_bool reported;		/* a report read after it began */
 	atomic_ullong gone_cookie;	/* the region last unregistered... */
 	atomic_ullong gone_epoch;	/* ...and when that was done */
 	unsigned long rounds;
@@ -2120,7 +2126,7 @@ static int stress_invalidate(struct stress_worker *w)
 {
 	size_t len = STRESS_SLOT_PAGES * page_size;
 
-	switch (w->rounds % 4) {
+	switch (w->rounds % STRESS_OPS) {
 	case 0:
 		if (munmap(w->slot, len))
 			return -errno;
@@ -2150,12 +2156,13 @@ static void *stress_worker(void *arg)
 	size_t len = STRESS_SLOT_PAGES * page_size;
 	unsigned int seed = w->id;
 
-	while (!stress_over(s) && now() < s->deadline) {
+	while (!stress_over(s) &&
+	       (now() < s->deadline ||
+		w->rounds < STRESS_MIN_CYCLES * STRESS_OPS)) {
 		__u64 cookie = ((__u64)(w->id + 1) << 32) | w->rounds;
 		size_t a = rand_r(&seed) % len;
 		size_t b = a + 1 + rand_r(&seed) % (len - a);
 		double give_up;
-		__u64 before;
 		int ret;
 
 		if (mmap(w->slot, len, PROT_READ | PROT_WRITE,
@@ -2163,6 +2170,8 @@ static void *stress_worker(void *arg)
 			 -1, 0) != w->slot)
 			return stress_fail(s, "mmap: %s", strerror(errno));
 		memset(w->slot, 1, len);
+		/* Before reported, which the reader reads first. */
+		atomic_store(&w->returned, 0);
 		atomic_store(&w->epoch, 0);
 		atomic_store(&w->reported, false);
 		atomic_store(&w->start, (uintptr_t)w->slot + a);
@@ -2177,14 +2186,15 @@ static void *stress_worker(void *arg)
 		pthread_mutex_lock(&s->reading);
 		atomic_store(&w->epoch, atomic_fetch_add(&s->epoch, 1) + 1);
 		pthread_mutex_unlock(&s->reading);
-		before = counter(s->f);
 		ret = stress_invalidate(w);
 		if (ret)
 			return stress_fail(s, "invalidation %lu: %s",
-					   w->rounds % 4, strerror(-ret));
-		if (counter(s->f) == before)
-			return stress_fail(s, "invalidation %lu of %#llx left the counter at %llu",
-					   w->rounds % 4, cookie, before);
+					   w->rounds % STRESS_OPS,
+					   strerror(-ret));
+		pthread_mutex_lock(&s->reading);
+		atomic_store(&w->returned,
+			     atomic_fetch_add(&s->epoch, 1) + 1);
+		pthread_mutex_unlock(&s->reading);
 
 		give_up = now() + STRESS_REPORT_SECONDS;
 		while (!atomic_load(&w->reported)) {
@@ -2192,7 +2202,7 @@ static void *stress_worker(void *arg)
 				return NULL;
 			if (now() > give_up)
 				return stress_fail(s, "no report for %#llx after invalidation %lu",
-						   cookie, w->rounds % 4);
+						   cookie, w->rounds % STRESS_OPS);
 			usleep(1000);
 		}
 
@@ -2294,6 +2304,29 @@ static bool stress_check(struct stress *s, const struct ummunotify_event *ev,
 	return true;
 }
 
+/*
+ * After a read() that began at epoch R and emptied the queue: a worker
+ * whose invalidation returned before R has had its report read.
+ */
+static bool stress_check_missed(struct stress *s, __u64 r)
+{
+	for (unsigned int i = 0; i < STRESS_WORKERS; i++) {
+		struct stress_worker *w = &s->w[i];
+		__u64 returned;
+
+		if (atomic_load(&w->reported))
+			continue;
+		returned = atomic_load(&w->returned);
+		if (returned && returned <= r) {
+			stress_fail(s, "missed invalidation %lu of %#llx: no report in a read() begun after it returned",
+				    w->rounds % STRESS_OPS,
+				    atomic_load(&w->cookie));
+			return false;
+		}
+	}
+	return true;
+}
+
 static void *stress_reader(void *arg)
 {
 	struct ummunotify_event ev[64];
@@ -2310,14 +2343,20 @@ static void *stress_reader(void *arg)
 		r = atomic_load(&s->epoch);
 		n = read(s->f->fd, ev, sizeof(ev));
 		pthread_mutex_unlock(&s->reading);
-		if (n < 0 && errno == EAGAIN)
+		if (n < 0 && errno == EAGAIN) {
+			if (!stress_check_missed(s, r))
+				return NULL;
 			continue;
+		}
 		if (n <= 0 || n % EVENTS(1))
 			return stress_fail(s, "read returned %zd: %s", n,
 					   strerror(errno));
 		for (ssize_t i = 0; i < n / EVENTS(1); i++)
 			if (!stress_check(s, &ev[i], r, &last_counter))
 				return NULL;
+		if (ev[n / EVENTS(1) - 1].type == UMMUNOTIFY_EVENT_TYPE_LAST &&
+		    !stress_check_missed(s, r))
+			return NULL;
 	}
 	return NULL;
 }
@@ -2362,7 +2401,8 @@ TEST_F_TIMEOUT(ummunotify, concurrent_threads_miss_no_invalidation,
 	for (unsigned int i = 0; i < STRESS_WORKERS; i++) {
 		TH_LOG("worker %u: %lu invalidations checked", i,
 		       s.w[i].rounds);
-		ASSERT_LT(0UL, s.w[i].rounds);
+		ASSERT_LE((unsigned long)STRESS_MIN_CYCLES * STRESS_OPS,
+			  s.w[i].rounds);
 	}
 }
 
