@@ -1312,26 +1312,22 @@ TEST_F(native, read_into_a_bad_buffer_faults_and_loses_nothing)
 		    w.slot);
 }
 
-/* A thread clearing the page ARG a moment from now. */
-static void *clear_later(void *page)
+/* Clear the page ARG: another thread does, to wake up this one. */
+static void clear_now(void *page)
 {
-	struct timespec delay = { .tv_nsec = 100 * 1000 * 1000 };
-
-	nanosleep(&delay, NULL);
 	madvise(page, ps, MADV_DONTNEED);
-	return NULL;
 }
 
 TEST_F(native, a_blocking_read_returns_the_event_posted_meanwhile)
 {
 	struct ummunotify_ring_event ev;
 	struct ummunotify_watch w;
-	pthread_t thread;
+	struct when_asleep later;
 
 	w = watch_range(_metadata, self->u.fd, self->buf, ps, 1, 0);
-	ASSERT_EQ(0, pthread_create(&thread, NULL, clear_later, self->buf));
+	ASSERT_EQ(0, start_when_asleep(&later, clear_now, self->buf));
 	EXPECT_EQ(EVENT_SIZE, try_read(self->u.fd, &ev, sizeof(ev)));
-	ASSERT_EQ(0, pthread_join(thread, NULL));
+	ASSERT_EQ(1, end_when_asleep(&later)) TH_LOG("read() never slept");
 	check_event(_metadata, &ev, UMMUNOTIFY_CAUSE_CLEAR, self->buf, ps, 1,
 		    w.slot);
 }
@@ -1352,13 +1348,13 @@ TEST_F(native, poll_is_readable_exactly_while_head_and_tail_differ)
 TEST_F(native, poll_wakes_up_when_an_event_is_posted)
 {
 	struct pollfd pfd = { .fd = self->u.fd, .events = POLLIN };
-	pthread_t thread;
+	struct when_asleep later;
 
 	watch_range(_metadata, self->u.fd, self->buf, ps, 1, 0);
-	ASSERT_EQ(0, pthread_create(&thread, NULL, clear_later, self->buf));
-	EXPECT_EQ(1, poll(&pfd, 1, 10000));
+	ASSERT_EQ(0, start_when_asleep(&later, clear_now, self->buf));
+	EXPECT_EQ(1, poll(&pfd, 1, 2 * WAKER_MS));
 	EXPECT_EQ(POLLIN, pfd.revents);
-	ASSERT_EQ(0, pthread_join(thread, NULL));
+	ASSERT_EQ(1, end_when_asleep(&later)) TH_LOG("poll() never slept");
 }
 
 TEST_F(native, watch_all_reports_every_munmap_with_its_exact_range)

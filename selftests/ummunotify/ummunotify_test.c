@@ -50,9 +50,10 @@
 #define EVENTS(n)	((ssize_t)((n) * EVENT))
 /* The most reports a test expects from one read(). */
 #define MAX_REPORTS	8UL
-/* How long a thread waits before the invalidation another one waits for. */
+/* A moment: long enough for a signal or an exit to have happened. */
 #define DELAY_US	200000
-#define WAIT_MS		10000
+/* How long a waiter waits: longer than its waker waits for it to sleep. */
+#define WAIT_MS		(2 * WAKER_MS)
 
 static size_t page_size;
 
@@ -318,27 +319,25 @@ static double now(void)
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* munmap() from another thread after DELAY_US, to wake up a waiter. */
+/* munmap() from another thread once this one sleeps, to wake it up. */
 struct munmap_later {
-	pthread_t thread;
+	struct when_asleep w;
 	void *addr;
 	size_t len;
 };
 
-static void *munmap_later_thread(void *arg)
+static void munmap_now(void *arg)
 {
 	struct munmap_later *m = arg;
 
-	usleep(DELAY_US);
 	munmap(m->addr, m->len);
-	return NULL;
 }
 
 static int start_munmap_later(struct munmap_later *m, void *addr, size_t len)
 {
 	m->addr = addr;
 	m->len = len;
-	return -pthread_create(&m->thread, NULL, munmap_later_thread, m);
+	return start_when_asleep(&m->w, munmap_now, m);
 }
 
 #define OWNER_COOKIE	0x0123
@@ -1537,7 +1536,8 @@ TEST_F(ummunotify, read_blocks_until_an_invalidation)
 	ASSERT_EQ(0, start_munmap_later(&later, b.p, page_size));
 	/* Nothing can be read before the munmap(). */
 	ASSERT_EQ(EVENTS(2), read(self->f.fd, ev, sizeof(ev)));
-	ASSERT_EQ(0, pthread_join(later.thread, NULL));
+	ASSERT_EQ(1, end_when_asleep(&later.w))
+		TH_LOG("the waiter never slept");
 	want = inval(1, UMMUNOTIFY_EVENT_FLAG_HINT, b.p, page_of(&b, 1));
 	expect_event(_metadata, &want, &ev[0], 0);
 	want = last(1);
@@ -1650,7 +1650,8 @@ TEST_F(ummunotify, poll_wakes_up_on_an_invalidation)
 	ASSERT_EQ(0, start_munmap_later(&later, b.p, page_size));
 	ASSERT_EQ(1, poll(&pfd, 1, WAIT_MS));
 	ASSERT_EQ(POLLIN, pfd.revents);
-	ASSERT_EQ(0, pthread_join(later.thread, NULL));
+	ASSERT_EQ(1, end_when_asleep(&later.w))
+		TH_LOG("the waiter never slept");
 }
 
 TEST_F(ummunotify, select_wakes_up_on_an_invalidation)
@@ -1667,7 +1668,8 @@ TEST_F(ummunotify, select_wakes_up_on_an_invalidation)
 	FD_SET(self->f.fd, &set);
 	ASSERT_EQ(1, select(self->f.fd + 1, &set, NULL, NULL, &tv));
 	ASSERT_TRUE(FD_ISSET(self->f.fd, &set));
-	ASSERT_EQ(0, pthread_join(later.thread, NULL));
+	ASSERT_EQ(1, end_when_asleep(&later.w))
+		TH_LOG("the waiter never slept");
 }
 
 TEST_F(ummunotify, epoll_wakes_up_on_an_invalidation)
@@ -1684,7 +1686,8 @@ TEST_F(ummunotify, epoll_wakes_up_on_an_invalidation)
 	ASSERT_EQ(0, start_munmap_later(&later, b.p, page_size));
 	ASSERT_EQ(1, epoll_wait(ep, &ev, 1, WAIT_MS));
 	ASSERT_EQ((__u32)EPOLLIN, ev.events);
-	ASSERT_EQ(0, pthread_join(later.thread, NULL));
+	ASSERT_EQ(1, end_when_asleep(&later.w))
+		TH_LOG("the waiter never slept");
 	ASSERT_EQ(0, close(ep));
 }
 
@@ -1808,12 +1811,18 @@ TEST_F(ummunotify, the_owner_can_exit_while_another_process_holds_the_file)
 	ASSERT_EQ(0, close(fd));
 }
 
+struct reader {
+	const struct ufile *f;
+	pid_t tid;
+};
+
 static void *read_forever(void *arg)
 {
 	struct ummunotify_event ev;
-	const struct ufile *f = arg;
+	struct reader *r = arg;
 
-	while (read(f->fd, &ev, sizeof(ev)) > 0 || errno == EINTR)
+	__atomic_store_n(&r->tid, gettid(), __ATOMIC_RELEASE);
+	while (read(r->f->fd, &ev, sizeof(ev)) > 0 || errno == EINTR)
 		;
 	return NULL;
 }
@@ -1824,19 +1833,23 @@ TEST_F(ummunotify, the_owner_can_exit_with_regions_and_a_blocked_read)
 
 	ASSERT_LE(0, pid);
 	if (!pid) {
+		struct reader r = { 0 };
 		pthread_t reader;
 		struct ufile f;
 		struct buf b;
 
+		r.f = &f;
 		if (ufile_open(&f) || map_buf(&b, 2) ||
 		    register_region(f.fd, b.p, page_of(&b, 1), 1) ||
 		    register_region(f.fd, b.p, page_of(&b, 2), 2) ||
-		    pthread_create(&reader, NULL, read_forever, &f))
+		    pthread_create(&reader, NULL, read_forever, &r))
 			_exit(1);
-		usleep(DELAY_US);
-		_exit(0);
+		/* Exit only once the read() blocks. */
+		while (!__atomic_load_n(&r.tid, __ATOMIC_ACQUIRE))
+			sched_yield();
+		_exit(wait_asleep(r.tid, WAKER_MS) ? 0 : 2);
 	}
-	ASSERT_EQ(0, wait_child(pid));
+	ASSERT_EQ(0, wait_child(pid)) TH_LOG("2: the read() never blocked");
 }
 
 /* Threads */
