@@ -5,7 +5,8 @@
  * one thread and from several (distinct entries, then one shared entry).
  * For scale, an uncontended pthread rwlock read lock and unlock, which a
  * locked lookup would add.  Runs on the test double, whose words behave
- * as the 2010 ABI's: umn_valid() does one load more than natively.
+ * as the 2010 ABI's: umn_valid() does one load more than natively.  The
+ * cache's hits again on one whole-address-space watch.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -91,18 +92,47 @@ static double run(unsigned int threads, bool shared)
 	return ns / threads;
 }
 
-int main(void)
+/* Hits of caches of 1 to 1M entries on a handle opened with flags. */
+static void cache_hits(uint32_t flags)
 {
 	static const unsigned int sizes[] = { 1, 1000, 65536, 1 << 20 };
 	struct umn_cache_attr attr = { .reg = fake_reg, .dereg = fake_dereg };
-	struct umn_attr uattr = { .max_watches = (1 << 20) + 1 };
+	struct umn_attr uattr = { .flags = flags,
+				  .max_watches = (1 << 20) + 1 };
+	struct umn_cache_entry *e;
+	struct umn_double *d;
+	struct umn *u;
+	unsigned int s;
+
+	CHECK_EQ(double_open(&u, &uattr, &d), 0);
+	CHECK_EQ(umn_cache_create(u, &attr, &cache), 0);
+	printf("%s:\n", flags ? "whole address space" : "a watch per entry");
+	for (nr_entries = 0, s = 0; s < sizeof(sizes) / sizeof(sizes[0]);
+	     s++) {
+		for (; nr_entries < sizes[s]; nr_entries++) {
+			CHECK_EQ(umn_cache_get(cache,
+					       (void *)(BASE + nr_entries * 2 * PAGE),
+					       PAGE, &e), 0);
+			umn_cache_put(cache, e);
+		}
+		printf("get+put hit, %7u entries:  1 thread %6.1f ns, "
+		       "2 threads %6.1f ns, 2 on one entry %6.1f ns\n",
+		       nr_entries, run(1, false), run(2, false), run(2, true));
+	}
+	CHECK_EQ(umn_cache_destroy(cache), 0);
+	CHECK_EQ(umn_close(u), 0);
+	double_free(d);
+}
+
+int main(void)
+{
+	struct umn_attr uattr = { 0 };
 	pthread_rwlock_t rw = PTHREAD_RWLOCK_INITIALIZER;
 	volatile bool sink = false;
-	struct umn_cache_entry *e;
 	struct umn_double *d;
 	struct umn_watch w;
 	struct umn *u;
-	unsigned int i, s;
+	unsigned int i;
 	double t;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -126,21 +156,10 @@ int main(void)
 	printf("rwlock rdlock+unlock (reference) %6.1f ns\n",
 	       (now() - t) * 1e9 / ITERS);
 	umn_unwatch(u, &w);
-
-	CHECK_EQ(umn_cache_create(u, &attr, &cache), 0);
-	for (s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
-		for (; nr_entries < sizes[s]; nr_entries++) {
-			CHECK_EQ(umn_cache_get(cache,
-					       (void *)(BASE + nr_entries * 2 * PAGE),
-					       PAGE, &e), 0);
-			umn_cache_put(cache, e);
-		}
-		printf("get+put hit, %7u entries:  1 thread %6.1f ns, "
-		       "2 threads %6.1f ns, 2 on one entry %6.1f ns\n",
-		       nr_entries, run(1, false), run(2, false), run(2, true));
-	}
-	CHECK_EQ(umn_cache_destroy(cache), 0);
 	CHECK_EQ(umn_close(u), 0);
 	double_free(d);
+
+	cache_hits(0);
+	cache_hits(UMN_OPEN_WATCH_ALL);
 	return sink & 2;
 }
