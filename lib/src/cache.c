@@ -529,35 +529,48 @@ static bool registration_holds(struct umn_cache *c, struct umn_entry *e)
 	return c->all ? !e->changed : umn_valid(c->u, &e->watch);
 }
 
-/* After reg(): 0, CHANGED, or a negative errno value. */
+/*
+ * After reg(): 0, CHANGED, or a negative errno value.  Whole-space mode
+ * applies the events published meanwhile and leaves the verdict to
+ * registration_holds() under the hold of c->lock that inserts e.
+ */
 static int registration_check(struct umn_cache *c, struct umn_entry *e)
 {
-	int ret = 0;
-
 	if (!c->all)
 		return umn_valid(c->u, &e->watch) ? 0 : CHANGED;
-	ret = catch_up(c);
-	if (ret)
-		return ret;
-	pthread_mutex_lock(&c->lock);
-	ret = registration_holds(c, e) ? 0 : CHANGED;
-	pthread_mutex_unlock(&c->lock);
-	return ret;
+	return catch_up(c);
 }
 
-/* Whole-space mode: events from now on mark e if they overlap it. */
+/* After a failed reg(): did the memory change meanwhile? */
+static bool registration_changed(struct umn_cache *c, struct umn_entry *e)
+{
+	bool changed;
+
+	if (!c->all)
+		return !umn_valid(c->u, &e->watch);
+	if (catch_up(c))
+		return false;
+	pthread_mutex_lock(&c->lock);
+	changed = e->changed;
+	/* Again from here: see cache_miss(). */
+	e->changed = false;
+	pthread_mutex_unlock(&c->lock);
+	return changed;
+}
+
+/*
+ * c->lock held.  Whole-space mode: events applied from now on mark e if
+ * they overlap it.
+ */
 static void pending_begin(struct umn_cache *c, struct umn_entry *e,
 			  uint64_t start, uint64_t end)
 {
-	pthread_mutex_lock(&c->lock);
 	/* Retired, so a lockless search that meets it ignores it. */
 	WRITE_ONCE(e->node.start, start);
 	WRITE_ONCE(e->node.end, end);
 	e->changed = false;
-	if (!e->pending)
-		list_append(&c->pending, e);
+	list_append(&c->pending, e);
 	e->pending = true;
-	pthread_mutex_unlock(&c->lock);
 }
 
 /* c->lock held. */
@@ -569,9 +582,9 @@ static void pending_end(struct umn_entry *e)
 }
 
 /*
- * Watch (or, in whole-space mode, go pending), register, check (see the
- * top of this file): 0, CHANGED (and nothing registered), or a negative
- * errno value.
+ * Watch (in whole-space mode, e is pending already), register, check (see
+ * the top of this file): 0, CHANGED (and nothing registered), or a
+ * negative errno value.
  */
 static int entry_register(struct umn_cache *c, struct umn_entry *e,
 			  uint64_t start, uint64_t end)
@@ -581,9 +594,7 @@ static int entry_register(struct umn_cache *c, struct umn_entry *e,
 	void *handle;
 	int ret = 0;
 
-	if (c->all) {
-		pending_begin(c, e, start, end);
-	} else {
+	if (!c->all) {
 		ret = umn_watch(c->u, addr, len, 0, &e->watch);
 		while (ret == -ENOSPC && release_one(c))
 			ret = umn_watch(c->u, addr, len, 0, &e->watch);
@@ -601,7 +612,7 @@ static int entry_register(struct umn_cache *c, struct umn_entry *e,
 		return ret;
 	}
 	/* A failure because the memory went meanwhile is a change. */
-	if (registration_check(c, e) == CHANGED)
+	if (registration_changed(c, e))
 		ret = CHANGED;
 	if (!c->all)
 		umn_unwatch(c->u, &e->watch);
@@ -648,6 +659,8 @@ static int cache_miss(struct umn_cache *c, uint64_t lo, uint64_t hi,
 	if (!e) {
 		stat_add(c, misses, 1);
 		*ep = entry_alloc(c);
+		if (*ep && c->all)
+			pending_begin(c, *ep, start, end);
 	}
 	pthread_mutex_unlock(&c->lock);
 	destroy_all(c, victims);
@@ -689,6 +702,7 @@ static int cache_miss(struct umn_cache *c, uint64_t lo, uint64_t hi,
 		 * Changed since the check, and its event, if drained, was
 		 * ignored (the entry was not in the cache yet): again.
 		 */
+		e->changed = false;
 		pthread_mutex_unlock(&c->lock);
 		destroy_all(c, victims);
 		entry_unregister(c, e);
