@@ -4,6 +4,10 @@
 #                 selftests and tools
 # make check      every test, in QEMU guests; ends with "N passed, N failed"
 # make demo       a registration cache catching an munmap, in a guest
+# make fuzz       the fuzzer (selftests/ummunotify/fuzz.c) in a guest of the
+#                 debug kernel, or of KERNEL= (a release or a build
+#                 directory), for SECONDS= (default 600) from SEED= (default
+#                 a random one; every round prints what replays it)
 # make bench      benchmarks in a guest per kernel: tables, build/bench/
 #                 results.json and bench.svg
 # make install    module, <linux/ummunotify.h>, libummunotify, udev rule
@@ -30,7 +34,8 @@ MODULE_DEPS := $(MODULE_FILES) include/uapi/linux/ummunotify.h
 CFLAGS	?= -O2 -g
 CFLAGS	+= -Wall -Wextra -I$(TOP)/include/uapi
 
-.PHONY: all modules lib selftests tools check demo bench install install-headers clean
+.PHONY: all modules lib selftests tools check demo fuzz bench install \
+	install-headers clean
 all: modules lib selftests tools
 
 # Kbuild writes objects beside the sources, so each kernel gets its own
@@ -80,6 +85,19 @@ demo: modules tools
 	tools/testing/vm-run -k $(firstword $(KERNELS)) \
 		-m $(B)/$(firstword $(KERNELS))/ummunotify.ko \
 		-- lib/tests/rdma/with-rxe $(B)/tools/ummunotify-demo
+
+FUZZ_SECONDS := $(or $(SECONDS),600)
+fuzz: selftests
+	+@set -e; \
+	kernel='$(KERNEL)'; [ -n "$$kernel" ] || kernel=$$(tools/testing/debug-kernel); \
+	case $$kernel in \
+	*/*) krel=$$(cat "$$kernel/include/config/kernel.release"); \
+	     $(MAKE) KDIR="$$kernel" modules ;; \
+	*) krel=$$kernel; $(MAKE) modules ;; \
+	esac; \
+	tools/testing/vm-run -t $$(($(FUZZ_SECONDS) + 900)) -k "$$kernel" \
+		-m $(B)/$$krel/ummunotify.ko -- \
+		$(B)/selftests/fuzz -t $(FUZZ_SECONDS) $(if $(SEED),-s $(SEED))
 
 bench:
 	tools/bench/run $(KERNELS)
