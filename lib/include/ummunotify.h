@@ -94,7 +94,8 @@ struct umn_event {
 	uint64_t start;			/* part of the watch that changed */
 	uint64_t end;
 	uint64_t value;			/* OVERFLOW: events lost (0: unknown);
-					 * PRESSURE: bytes asked for */
+					 * PRESSURE: bytes asked for; a change
+					 * of umn_watch_all(): its generation */
 	unsigned int cause;		/* UMN_CAUSE_* */
 };
 

@@ -100,6 +100,8 @@ struct umn_entry {
 	bool referenced;		/* hit since the clock hand passed */
 	bool pending;			/* on c->pending */
 	bool changed;			/* pending: an event overlapped it */
+	uint64_t since;			/* pending: the whole-space word when
+					 * the registration began */
 	struct umn_entry *prev;		/* clock or pending list */
 	struct umn_entry *next;
 	struct umn_entry *link;		/* free list, or a list of victims */
@@ -508,6 +510,10 @@ static bool release_one(struct umn_cache *c)
  * Whole-space mode: apply every event published so far.  A drain that
  * finds nothing while the watch still reads invalid met a change being
  * published on another CPU, under the kernel's spinlock: wait for it.
+ * Changes published faster than they are applied end in a loss, whose
+ * report catches the watch up: the loop ends.  Stopping short of the
+ * last change instead would leave the ring to fill (seen: overflows, and
+ * registrations flushed 17 times in a row, under ThreadSanitizer).
  */
 static int catch_up(struct umn_cache *c)
 {
@@ -541,6 +547,18 @@ static int registration_check(struct umn_cache *c, struct umn_entry *e)
 	return catch_up(c);
 }
 
+/*
+ * c->lock held.  Whole-space mode: a registration of e begins; changes
+ * published before it are not its own (see the top of this file).
+ */
+static void pending_restart(struct umn_cache *c, struct umn_entry *e)
+{
+	e->changed = false;
+	/* With the 2010 ABI's words, a change is numbered when pulled. */
+	(void)umn_valid(c->u, c->all);
+	e->since = load_acquire(*READ_ONCE(c->all->word));
+}
+
 /* After a failed reg(): did the memory change meanwhile? */
 static bool registration_changed(struct umn_cache *c, struct umn_entry *e)
 {
@@ -553,7 +571,7 @@ static bool registration_changed(struct umn_cache *c, struct umn_entry *e)
 	pthread_mutex_lock(&c->lock);
 	changed = e->changed;
 	/* Again from here: see cache_miss(). */
-	e->changed = false;
+	pending_restart(c, e);
 	pthread_mutex_unlock(&c->lock);
 	return changed;
 }
@@ -568,7 +586,7 @@ static void pending_begin(struct umn_cache *c, struct umn_entry *e,
 	/* Retired, so a lockless search that meets it ignores it. */
 	WRITE_ONCE(e->node.start, start);
 	WRITE_ONCE(e->node.end, end);
-	e->changed = false;
+	pending_restart(c, e);
 	list_append(&c->pending, e);
 	e->pending = true;
 }
@@ -702,7 +720,8 @@ static int cache_miss(struct umn_cache *c, uint64_t lo, uint64_t hi,
 		 * Changed since the check, and its event, if drained, was
 		 * ignored (the entry was not in the cache yet): again.
 		 */
-		e->changed = false;
+		if (c->all)
+			pending_restart(c, e);
 		pthread_mutex_unlock(&c->lock);
 		destroy_all(c, victims);
 		entry_unregister(c, e);
@@ -773,19 +792,24 @@ struct drain {
 	struct umn_entry *victims;
 };
 
-/* c->lock held.  Mark the pending entries overlapping [lo, hi). */
-static void mark_pending(struct umn_cache *c, uint64_t lo, uint64_t hi)
+/*
+ * c->lock held.  Mark the pending entries overlapping [lo, hi) whose
+ * registration began before the change of generation was published.
+ */
+static void mark_pending(struct umn_cache *c, uint64_t lo, uint64_t hi,
+			 uint64_t generation)
 {
 	struct umn_entry *e;
 
 	for (e = c->pending.next; e != &c->pending; e = e->next)
-		if (e->node.start < hi && lo < e->node.end)
+		if (e->node.start < hi && lo < e->node.end &&
+		    generation > e->since)
 			e->changed = true;
 }
 
 /* c->lock held.  Whole-space mode: drop what [lo, hi) overlaps. */
 static void drop_overlapping(struct umn_cache *c, uint64_t lo, uint64_t hi,
-			     struct umn_entry **victims)
+			     uint64_t generation, struct umn_entry **victims)
 {
 	struct scan scan = { c, pick_any, NULL };
 	struct umn_entry *e, *next;
@@ -796,7 +820,7 @@ static void drop_overlapping(struct umn_cache *c, uint64_t lo, uint64_t hi,
 		entry_retire(c, e, victims);
 		stat_add(c, invalidations, 1);
 	}
-	mark_pending(c, lo, hi);
+	mark_pending(c, lo, hi, generation);
 }
 
 /* Runs under umn.lock, from umn_drain(). */
@@ -817,7 +841,7 @@ static void cache_event(void *arg, const struct umn_event *event)
 			entry_retire(c, e, &d->victims);
 			stat_add(c, invalidations, 1);
 		}
-		mark_pending(c, 0, UINT64_MAX);
+		mark_pending(c, 0, UINT64_MAX, UINT64_MAX);
 		break;
 	case UMN_CAUSE_PRESSURE:
 		release_idle(c, event->value, &d->victims);
@@ -825,7 +849,7 @@ static void cache_event(void *arg, const struct umn_event *event)
 	default:
 		if (c->all && event->watch == c->all) {
 			drop_overlapping(c, event->start, event->end,
-					 &d->victims);
+					 event->value, &d->victims);
 			break;
 		}
 		if (!event->watch)

@@ -277,6 +277,7 @@ static int emulated_drain(struct umn *u, umn_event_fn *fn, void *arg)
 			.watch = &u->all,
 			.start = record.start,
 			.end = record.end,
+			.value = record.generation,
 			.cause = record.cause,
 		};
 		pthread_mutex_unlock(&u->pull_lock);

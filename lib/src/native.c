@@ -92,6 +92,8 @@ static bool native_event(struct umn *u, const struct ummunotify_ring_event *in,
 	if (!slot->watch || slot->cookie != in->user_cookie)
 		return false;
 	out->watch = slot->watch;
+	if (out->watch == &u->all)
+		out->value = in->generation;
 	return true;
 }
 
