@@ -4,12 +4,14 @@
  * through a memcg-aware shrinker, to give back registrations.
  */
 
+#include <linux/math64.h>
+#include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/shrinker.h>
 
 #include "umn.h"
 
-unsigned int pressure_interval_ms = 1000;
+static unsigned int pressure_interval_ms = 1000;
 module_param(pressure_interval_ms, uint, 0644);
 MODULE_PARM_DESC(pressure_interval_ms, "Minimum interval between two pressure events to one file (default 1000)");
 
@@ -22,17 +24,28 @@ static bool umn_pressure_ready;
 
 /*
  * Memory pressure.  The files of a memory cgroup that asked for pressure
- * events make one cache whose objects are the pages they watch: reclaim
- * in that cgroup asks it for a share of them, as it asks every cache, in
+ * events make one cache, in the shrinker's sense, whose objects are pages
+ * they could give back: what each watches, up to what its process has
+ * resident (the pinned pages of its registrations are among those).
+ * Reclaim in that cgroup asks it for a share, as it asks every cache, in
  * proportion to its size and to how hard reclaim is trying.  Nothing here
  * can free those pages; each file is told, at most once per
  * pressure_interval_ms, how many bytes reclaim asked of it since the last
  * time, and only the application knows which registrations to drop.
  */
 struct umn_pressure_walk {
-	unsigned long watched;	/* pages watched by the cgroup's files */
+	unsigned long pages;	/* what the cgroup's files could give back */
 	unsigned long asked;	/* pages reclaim asks for */
 };
+
+/*
+ * Pages a file could give back.  Virtual address space is no memory: a
+ * watch of a huge unmapped range must not make reclaim try forever.
+ */
+static unsigned long umn_pressure_pages(struct umn_file *file)
+{
+	return min(READ_ONCE(file->watched_pages), get_mm_rss(file->mm));
+}
 
 static enum lru_status umn_pressure_count_one(UMN_LRU_WALK_ARGS)
 {
@@ -40,7 +53,7 @@ static enum lru_status umn_pressure_count_one(UMN_LRU_WALK_ARGS)
 					     pressure_node);
 	struct umn_pressure_walk *walk = arg;
 
-	walk->watched += READ_ONCE(file->watched_pages);
+	walk->pages += umn_pressure_pages(file);
 	return LRU_SKIP;
 }
 
@@ -48,20 +61,22 @@ static enum lru_status umn_pressure_ask_one(UMN_LRU_WALK_ARGS)
 {
 	struct umn_file *file = container_of(item, struct umn_file,
 					     pressure_node);
-	unsigned long watched = READ_ONCE(file->watched_pages);
+	unsigned long pages = umn_pressure_pages(file);
 	struct umn_pressure_walk *walk = arg;
 	struct ummunotify_ring_event event = {
 		.slot = UMMUNOTIFY_NO_SLOT,
 		.cause = UMMUNOTIFY_CAUSE_PRESSURE,
 	};
+	unsigned long share;
 	bool posted = false;
 
-	if (!walk->watched)
+	/* The sizes moved since they were added up: never more than asked. */
+	if (!walk->pages)
 		return LRU_SKIP;
+	share = min_t(u64, walk->asked,
+		      mul_u64_u64_div_u64(walk->asked, pages, walk->pages));
 	spin_lock(&file->lock);
-	file->pressure_pages = min(file->pressure_pages +
-				   mult_frac(walk->asked, watched,
-					     walk->watched), watched);
+	file->pressure_pages = min(file->pressure_pages + share, pages);
 	if (file->pressure_pages && !file->released &&
 	    time_after_eq(jiffies, file->pressure_next)) {
 		event.generation = (u64)file->pressure_pages << PAGE_SHIFT;
@@ -111,7 +126,7 @@ static unsigned long umn_pressure_count(struct shrinker *shrinker,
 	if (!smp_load_acquire(&umn_pressure_ready))
 		return 0;
 	umn_pressure_walk(sc->memcg, umn_pressure_count_one, &walk);
-	return walk.watched;
+	return walk.pages;
 }
 
 static unsigned long umn_pressure_scan(struct shrinker *shrinker,
@@ -121,8 +136,11 @@ static unsigned long umn_pressure_scan(struct shrinker *shrinker,
 
 	umn_pressure_walk(sc->memcg, umn_pressure_count_one, &walk);
 	umn_pressure_walk(sc->memcg, umn_pressure_ask_one, &walk);
-	/* Freed nothing, but asked: reclaim need not defer the work. */
-	return 0;
+	/*
+	 * Nothing here frees anything: the files were asked, and asking
+	 * again in this pass would only stall reclaim.
+	 */
+	return SHRINK_STOP;
 }
 
 /* 6.7 replaced register_shrinker() with shrinker_alloc() (see Kbuild). */

@@ -22,6 +22,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <linux/ummunotify.h>
@@ -204,6 +205,89 @@ TEST_F(pressure, reclaim_in_a_cgroup_reaches_only_its_files_that_asked)
 	/* The parent's file is in another cgroup: nothing asked of it. */
 	EXPECT_EQ(0, ring_pressure(&outside, &bytes));
 	close(outside.fd);
+}
+
+/* Pages resident in the calling process, from /proc/self/statm. */
+static unsigned long resident_bytes(void)
+{
+	unsigned long size, resident;
+	char statm[128];
+
+	if (read_file("/proc/self/statm", statm, sizeof(statm)) ||
+	    sscanf(statm, "%lu %lu", &size, &resident) != 2)
+		return 0;
+	return resident * getpagesize();
+}
+
+/*
+ * In a child inside the cgroup: a file with PRESSURE watching all of user
+ * space but its first page (not WATCH_ALL, which pressure ignores), and
+ * reclaim in the cgroup.  Exit status: 0 if memory.reclaim returned
+ * within a second and the event asked for no more than is resident.
+ */
+static int child_watching_all_of_user_space(void)
+{
+	struct ring r = { 0 };
+	struct timespec start, end;
+	__u64 bytes, resident;
+	char pid[32];
+	double took;
+
+	snprintf(pid, sizeof(pid), "%d", getpid());
+	if (write_file(CGROUP "/cgroup.procs", pid) ||
+	    write_file(CGROUP "/memory.max", "268435456"))
+		return 10;
+	if (ring_open(&r, UMMUNOTIFY_FEATURE_PRESSURE) !=
+	    UMMUNOTIFY_FEATURE_PRESSURE)
+		return 11;
+	if (ring_watch(&r, (void *)4096, 0x7ffffffff000UL - 4096, 1))
+		return 12;
+	resident = resident_bytes();
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	if (write_file(CGROUP "/memory.reclaim", "64M") && errno != EAGAIN)
+		return 13;
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	took = end.tv_sec - start.tv_sec + (end.tv_nsec - start.tv_nsec) / 1e9;
+	if (took >= 1.0)
+		return 14;
+	if (ring_pressure(&r, &bytes) != 1)
+		return 15;
+	if (bytes == 0 || bytes > resident + (1 << 20))
+		return 16;
+	return 0;
+}
+
+/*
+ * The module's share of reclaim is memory that exists: before the fix it
+ * was the 2^35 pages a watch covers, mapped or not, and a scan never said
+ * it was done, so that memory.reclaim in the cgroup (and kswapd, and
+ * global reclaim) did not come back.
+ */
+TEST_F(pressure, reclaim_returns_promptly_with_a_watch_of_all_user_space)
+{
+	struct timespec start;
+	int status = 0;
+	pid_t pid;
+
+	self->made_cgroup = make_cgroup();
+	ASSERT_TRUE(self->made_cgroup) TH_LOG("no cgroup v2 memory controller");
+	ASSERT_EQ(0, write_file(INTERVAL_PARAM, "600000"));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid)
+		_exit(child_watching_all_of_user_space());
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	while (!waitpid(pid, &status, WNOHANG)) {
+		struct timespec now;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		/* A child stuck in reclaim cannot be killed: leave it. */
+		ASSERT_GT(10, now.tv_sec - start.tv_sec)
+			TH_LOG("memory.reclaim has not returned in 10 s");
+		usleep(10000);
+	}
+	ASSERT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(0, WEXITSTATUS(status));
 }
 
 TEST_F(pressure, is_granted_only_with_the_ring)
