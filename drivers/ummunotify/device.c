@@ -29,10 +29,6 @@
 #define CREATE_TRACE_POINTS
 #include "trace.h"
 
-unsigned int max_regions = 1U << 20;
-module_param(max_regions, uint, 0644);
-MODULE_PARM_DESC(max_regions, "Maximum number of regions registered on one open file (default 1048576)");
-
 DEFINE_PER_CPU(struct umn_stats, umn_stats);
 static atomic_long_t umn_nr_files;
 atomic_long_t umn_nr_regions;
@@ -40,17 +36,32 @@ struct kmem_cache *umn_region_cache;
 struct kmem_cache *umn_queued_cache;
 static struct kmem_cache *umn_file_cache;
 
+/* file->lock held. */
 static bool umn_readable(struct umn_file *file)
 {
 	if (umn_has_ring(file))
-		return READ_ONCE(*file->head) != file->tail;
+		return umn_ring_readable(file);
 	return !list_empty(&file->reports) || file->need_last;
 }
 
+/*
+ * Something became readable.  kill_fasync() may allocate the signal's
+ * queue entry (F_SETSIG), which the notifier must not: SIGIO is sent from
+ * an irq_work, right after.
+ */
 void umn_wake(struct umn_file *file)
 {
 	if (wq_has_sleeper(&file->wait))
 		wake_up_interruptible(&file->wait);
+	if (READ_ONCE(file->fasync))
+		irq_work_queue(&file->fasync_work);
+}
+
+static void umn_send_sigio(struct irq_work *work)
+{
+	struct umn_file *file = container_of(work, struct umn_file,
+					     fasync_work);
+
 	kill_fasync(&file->fasync, SIGIO, POLL_IN);
 }
 
@@ -127,6 +138,10 @@ static bool umn_has_events(struct umn_file *file)
 	return readable;
 }
 
+/*
+ * What is readable can turn out to be gone when read (a head user space
+ * moved meanwhile): that waits again, as an empty file does.
+ */
 static ssize_t umn_read(struct file *filp, char __user *buf, size_t count,
 			loff_t *pos)
 {
@@ -141,11 +156,16 @@ static ssize_t umn_read(struct file *filp, char __user *buf, size_t count,
 		if (count < (umn_has_ring(file) ?
 			     sizeof(struct ummunotify_ring_event) :
 			     sizeof(struct ummunotify_event))) {
-			mutex_unlock(&file->regions_lock);
-			return -EINVAL;
+			ret = -EINVAL;
+			break;
 		}
 		file->used = true;
+		ret = 0;
 		if (umn_has_events(file))
+			ret = umn_has_ring(file) ?
+			      umn_read_ring(file, buf, count) :
+			      umn_read_reports(file, buf, count);
+		if (ret)
 			break;
 		mutex_unlock(&file->regions_lock);
 		if (filp->f_flags & O_NONBLOCK)
@@ -156,11 +176,6 @@ static ssize_t umn_read(struct file *filp, char __user *buf, size_t count,
 			return ret;
 		mutex_lock(&file->regions_lock);
 	}
-
-	if (umn_has_ring(file))
-		ret = umn_read_ring(file, buf, count);
-	else
-		ret = umn_read_reports(file, buf, count);
 	mutex_unlock(&file->regions_lock);
 	return ret;
 }
@@ -201,12 +216,15 @@ static void umn_show_fdinfo(struct seq_file *m, struct file *filp)
 	seq_printf(m, "dropped:\t%llu\n", file->dropped);
 	seq_printf(m, "filtered:\t%lld\n", atomic64_read(&file->filtered));
 	seq_printf(m, "released:\t%d\n", file->released);
+	seq_printf(m, "user_watches:\t%ld\n", umn_user_watches(file));
+	seq_printf(m, "user_pages:\t%ld\n", umn_user_pages(file));
 	spin_unlock(&file->lock);
 }
 
 static int umn_open(struct inode *inode, struct file *filp)
 {
 	struct umn_file *file;
+	int ret;
 
 	/* Kernel threads have no address space to watch. */
 	if (!current->mm)
@@ -217,13 +235,13 @@ static int umn_open(struct inode *inode, struct file *filp)
 				    GFP_KERNEL | __GFP_ZERO);
 	if (!file)
 		return -ENOMEM;
+	ret = umn_user_get(file);
+	if (ret)
+		goto out_free;
+	ret = -ENOMEM;
 	file->header_page = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
-	if (!file->header_page) {
-		kmem_cache_free(umn_file_cache, file);
-		return -ENOMEM;
-	}
-	file->pages = &file->header_page;
-	file->nr_pages = 1;
+	if (!file->header_page)
+		goto out_user;
 	file->header = page_address(file->header_page);
 	file->counter = file->header + UMN_OFF_COUNTER;
 
@@ -233,37 +251,40 @@ static int umn_open(struct inode *inode, struct file *filp)
 	 */
 	mmgrab(current->mm);
 	file->mm = current->mm;
+	/* A 32-bit process's ends below a 64-bit one's. */
+	file->task_size = TASK_SIZE;
 	mutex_init(&file->regions_lock);
 	file->cookies = RB_ROOT;
 	spin_lock_init(&file->lock);
 	INIT_LIST_HEAD(&file->reports);
 	INIT_LIST_HEAD(&file->pressure_node);
 	init_waitqueue_head(&file->wait);
+	init_irq_work(&file->fasync_work, umn_send_sigio);
 	file->notifier_ops.invalidate = umn_invalidate;
 	atomic_long_inc(&umn_nr_files);
 
 	filp->private_data = file;
 	return nonseekable_open(inode, filp);
+
+out_user:
+	umn_user_release(file);
+out_free:
+	kmem_cache_free(umn_file_cache, file);
+	return ret;
 }
 
 static int umn_release(struct inode *inode, struct file *filp)
 {
 	struct umn_file *file = filp->private_data;
-	struct umn_region *region, *next;
 
-	/*
-	 * Nothing else holds the file, but the owner's other threads can
-	 * still be running the notifier until each region is removed.
-	 */
-	rbtree_postorder_for_each_entry_safe(region, next, &file->cookies,
-					     cookie_node) {
-		umn_account(file, region, -1);
-		umn_remove(file, region);
-		cond_resched();
-	}
+	umn_remove_all(file);
+	/* No walk of the pressure list or notifier can queue SIGIO now. */
 	umn_pressure_del(file);
-	umn_free_area(file);
+	irq_work_sync(&file->fasync_work);
+	umn_uncharge_pages(file, umn_area_pages(&file->area));
+	umn_free_area(&file->area);
 	__free_page(file->header_page);
+	umn_user_release(file);
 	mmdrop(file->mm);
 	kmem_cache_free(umn_file_cache, file);
 	atomic_long_dec(&umn_nr_files);
@@ -354,6 +375,7 @@ static int __init umn_init(void)
 {
 	int ret;
 
+	umn_limits_init();
 	umn_region_cache = KMEM_CACHE(umn_region, SLAB_ACCOUNT);
 	umn_queued_cache = KMEM_CACHE(umn_queued_region, SLAB_ACCOUNT);
 	umn_file_cache = KMEM_CACHE(umn_file, SLAB_ACCOUNT);

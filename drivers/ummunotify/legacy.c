@@ -26,11 +26,13 @@ bool umn_queue_report(struct umn_file *file, struct umn_region *region,
 	return true;
 }
 
-/* The 2010 queue: a resized watch's pending report moves to the new range. */
-void umn_move_report(struct umn_file *file, struct umn_queued_region *old,
+/*
+ * The 2010 queue: a resized watch's pending report moves to the new
+ * range.  file->lock held.
+ */
+void umn_move_report(struct umn_queued_region *old,
 		     struct umn_queued_region *new)
 {
-	spin_lock(&file->lock);
 	if (!list_empty(&old->report)) {
 		if (list_empty(&new->report)) {
 			list_replace_init(&old->report, &new->report);
@@ -42,7 +44,6 @@ void umn_move_report(struct umn_file *file, struct umn_queued_region *old,
 			new->hint = false;
 		}
 	}
-	spin_unlock(&file->lock);
 }
 
 /*

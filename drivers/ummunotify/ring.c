@@ -6,6 +6,7 @@
  */
 
 #include <linux/bitmap.h>
+#include <linux/minmax.h>
 #include <linux/mm.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
@@ -52,34 +53,106 @@ bool umn_ring_post(struct umn_file *file,
 	return true;
 }
 
-void umn_free_area(struct umn_file *file)
+/* Free what umn_alloc_area() made, or the part it made. */
+void umn_free_area(struct umn_area *area)
 {
 	unsigned int i;
 
-	if (file->area)
-		vunmap(file->area);
+	if (area->vaddr)
+		vunmap(area->vaddr);
 	/* pages[0] is the header page, which lives as long as the file. */
-	for (i = 1; i < file->nr_pages; i++)
-		__free_page(file->pages[i]);
-	if (file->head_page)
-		__free_page(file->head_page);
-	if (file->pages != &file->header_page)
-		kvfree(file->pages);
-	bitmap_free(file->slot_map);
-	file->slot_map = NULL;
-	file->area = NULL;
-	file->head_page = NULL;
-	file->pages = &file->header_page;
-	file->nr_pages = 1;
+	for (i = 1; i < area->nr_pages; i++)
+		__free_page(area->pages[i]);
+	if (area->head_page)
+		__free_page(area->head_page);
+	kvfree(area->pages);
+	bitmap_free(area->slot_map);
 }
 
-int umn_setup(struct umn_file *file,
-	      struct ummunotify_params __user *argp)
+/*
+ * The memory of an area of @slots words and @ring_bytes of ring after
+ * @file's header page.  Nothing of it is visible until UMMUNOTIFY_SETUP
+ * publishes it.
+ */
+static int umn_alloc_area(struct umn_file *file, struct umn_area *area,
+			  u32 slots, size_t ring_bytes)
+{
+	size_t gen_bytes = (size_t)slots * sizeof(u64);
+	unsigned int nr_pages = 1 + (gen_bytes + ring_bytes) / PAGE_SIZE;
+	struct page *page;
+
+	area->pages = kvcalloc(nr_pages, sizeof(*area->pages),
+			       GFP_KERNEL_ACCOUNT);
+	if (!area->pages)
+		return -ENOMEM;
+	area->pages[0] = file->header_page;
+	for (area->nr_pages = 1; area->nr_pages < nr_pages; area->nr_pages++) {
+		page = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
+		if (!page)
+			return -ENOMEM;
+		area->pages[area->nr_pages] = page;
+	}
+	/* With the words, not per watch: a watch costs its 128 bytes only. */
+	if (slots) {
+		area->slot_map = bitmap_zalloc(slots, GFP_KERNEL_ACCOUNT);
+		if (!area->slot_map)
+			return -ENOMEM;
+	}
+	if (ring_bytes) {
+		area->head_page = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
+		if (!area->head_page)
+			return -ENOMEM;
+	}
+	area->vaddr = vmap(area->pages + 1, nr_pages - 1, VM_MAP, PAGE_KERNEL);
+	return area->vaddr ? 0 : -ENOMEM;
+}
+
+/*
+ * Sizes in @params: the words rounded up to whole pages.  Returns the
+ * bytes of ring in *@ring_bytes.
+ */
+static int umn_setup_sizes(struct umn_file *file,
+			   struct ummunotify_params *params,
+			   size_t *ring_bytes)
+{
+	size_t gen_bytes = 0;
+
+	if (file->features & UMMUNOTIFY_FEATURE_WATCH) {
+		params->slots = params->slots ?: UMN_DEFAULT_SLOTS;
+		if (params->slots > READ_ONCE(max_regions))
+			return -EINVAL;
+		gen_bytes = PAGE_ALIGN((size_t)params->slots * sizeof(u64));
+		params->slots = gen_bytes / sizeof(u64);
+	} else if (params->slots) {
+		return -EINVAL;
+	}
+	*ring_bytes = 0;
+	if (file->features & UMMUNOTIFY_FEATURE_RING) {
+		params->ring_entries = params->ring_entries ?: UMN_DEFAULT_RING;
+		/* Two at least: an OVERFLOW marker and the event after it. */
+		if (params->ring_entries < 2 ||
+		    params->ring_entries > UMN_MAX_RING ||
+		    !is_power_of_2(params->ring_entries))
+			return -EINVAL;
+		*ring_bytes = PAGE_ALIGN((size_t)params->ring_entries *
+					 sizeof(struct ummunotify_ring_event));
+	} else if (params->ring_entries) {
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/*
+ * Make the file's shared memory.  mmap() cannot take regions_lock, so it
+ * sees the area only once set_up is true, complete; a SETUP that fails
+ * (even in its last copy_to_user()) frees only memory nobody saw.
+ */
+int umn_setup(struct umn_file *file, struct ummunotify_params __user *argp)
 {
 	struct ummunotify_params params;
+	struct umn_area area = {};
 	size_t gen_bytes, ring_bytes;
-	unsigned int i, nr_pages;
-	struct page **pages;
+	unsigned long charged = 0;
 	int ret;
 
 	if (copy_from_user(&params, argp, sizeof(params)))
@@ -92,62 +165,23 @@ int umn_setup(struct umn_file *file,
 	ret = -EINVAL;
 	if (file->used || file->set_up || !file->features)
 		goto out_unlock;
-
-	if (file->features & UMMUNOTIFY_FEATURE_WATCH) {
-		params.slots = params.slots ?: UMN_DEFAULT_SLOTS;
-		if (params.slots > READ_ONCE(max_regions))
-			goto out_unlock;
-		gen_bytes = PAGE_ALIGN((size_t)params.slots * sizeof(u64));
-		params.slots = gen_bytes / sizeof(u64);
-	} else {
-		if (params.slots)
-			goto out_unlock;
-		gen_bytes = 0;
-	}
-	if (file->features & UMMUNOTIFY_FEATURE_RING) {
-		params.ring_entries = params.ring_entries ?: UMN_DEFAULT_RING;
-		/* Two at least: an OVERFLOW marker and the event after it. */
-		if (params.ring_entries < 2 ||
-		    params.ring_entries > UMN_MAX_RING ||
-		    !is_power_of_2(params.ring_entries))
-			goto out_unlock;
-		ring_bytes = PAGE_ALIGN((size_t)params.ring_entries *
-					sizeof(struct ummunotify_ring_event));
-	} else {
-		if (params.ring_entries)
-			goto out_unlock;
-		ring_bytes = 0;
-	}
-
-	ret = -ENOMEM;
-	nr_pages = 1 + (gen_bytes + ring_bytes) / PAGE_SIZE;
-	pages = kvcalloc(nr_pages, sizeof(*pages), GFP_KERNEL_ACCOUNT);
-	if (!pages)
+	ret = umn_setup_sizes(file, &params, &ring_bytes);
+	if (ret)
 		goto out_unlock;
-	pages[0] = file->pages[0];
-	file->pages = pages;
-	file->nr_pages = 1;
-	for (i = 1; i < nr_pages; i++, file->nr_pages++) {
-		pages[i] = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
-		if (!pages[i])
-			goto out_free;
+	gen_bytes = (size_t)params.slots * sizeof(u64);
+
+	/* The head page too. */
+	charged = (gen_bytes + ring_bytes) / PAGE_SIZE + !!ring_bytes;
+	ret = umn_charge_pages(file, charged);
+	if (ret) {
+		charged = 0;
+		goto out_unlock;
 	}
-	/* With the words, not per watch: a watch costs its 128 bytes only. */
-	if (gen_bytes) {
-		file->slot_map = bitmap_zalloc(params.slots, GFP_KERNEL_ACCOUNT);
-		if (!file->slot_map)
-			goto out_free;
-	}
-	if (ring_bytes) {
-		file->head_page = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO);
-		if (!file->head_page)
-			goto out_free;
-	}
-	file->area = vmap(pages + 1, nr_pages - 1, VM_MAP, PAGE_KERNEL);
-	if (!file->area)
+	ret = umn_alloc_area(file, &area, params.slots, ring_bytes);
+	if (ret)
 		goto out_free;
 
-	params.mmap_size = (u64)nr_pages << PAGE_SHIFT;
+	params.mmap_size = (u64)area.nr_pages << PAGE_SHIFT;
 	params.head_offset = ring_bytes ? params.mmap_size : 0;
 	params.off = (struct ummunotify_offsets) {
 		.counter = UMN_OFF_COUNTER,
@@ -162,85 +196,133 @@ int umn_setup(struct umn_file *file,
 	if (copy_to_user(argp, &params, sizeof(params)))
 		goto out_free;
 
+	file->area = area;
 	file->nr_slots = params.slots;
 	if (gen_bytes)
-		file->generations = file->area;
+		file->generations = area.vaddr;
 	spin_lock(&file->lock);
 	if (ring_bytes) {
-		file->head = page_address(file->head_page);
-		file->ring = file->area + gen_bytes;
+		file->head = page_address(area.head_page);
+		file->ring = area.vaddr + gen_bytes;
 		file->ring_mask = params.ring_entries - 1;
 		*(u32 *)(file->header + UMN_OFF_RING_MASK) = file->ring_mask;
 	}
 	spin_unlock(&file->lock);
 	if (file->features & UMMUNOTIFY_FEATURE_PRESSURE)
 		umn_pressure_add(file);
-	/* Pairs with umn_mmap(), which cannot take regions_lock. */
+	/* Pairs with umn_mmap(): the area is complete. */
 	smp_store_release(&file->set_up, true);
 	mutex_unlock(&file->regions_lock);
 	return 0;
 
 out_free:
-	umn_free_area(file);
+	umn_free_area(&area);
+	umn_uncharge_pages(file, charged);
 out_unlock:
 	mutex_unlock(&file->regions_lock);
 	return ret;
 }
 
-/* The ring, for event loops that prefer read() to the shared head. */
+/* Pages SETUP charged the opener's user for. */
+unsigned long umn_area_pages(const struct umn_area *area)
+{
+	return area->nr_pages ? area->nr_pages - 1 + !!area->head_page : 0;
+}
+
+/*
+ * The consumer's position, which user space writes: one outside
+ * [tail - entries, tail] restarts at the oldest entry.
+ */
+static u64 umn_ring_head(struct umn_file *file, u64 tail)
+{
+	u64 entries = (u64)file->ring_mask + 1;
+	u64 head = READ_ONCE(*file->head);
+
+	if (tail - head > entries)
+		head = tail - min(tail, entries);
+	return head;
+}
+
+/*
+ * file->lock held.  A head outside the ring counts as readable: read()
+ * puts it back in, which is all it then returns (and the ring, which
+ * looked full, takes events again).
+ */
+bool umn_ring_readable(struct umn_file *file)
+{
+	return READ_ONCE(*file->head) != file->tail;
+}
+
+/*
+ * The ring, for event loops that prefer read() to the shared head.
+ * Returns 0 if the ring turned out to be empty.
+ */
 ssize_t umn_read_ring(struct umn_file *file, char __user *buf,
 		      size_t count)
 {
 	const size_t size = sizeof(struct ummunotify_ring_event);
-	u64 head = READ_ONCE(*file->head);
 	size_t done = 0;
-	u64 tail;
+	ssize_t ret = 0;
+	u64 head, tail;
 
 	/* Pairs with umn_ring_post(): the entries are complete. */
 	tail = smp_load_acquire((u64 *)(file->header + UMN_OFF_TAIL));
-
-	/* A head user space corrupted restarts at the oldest entry. */
-	if (tail - head > (u64)file->ring_mask + 1)
-		head = tail - min_t(u64, tail, (u64)file->ring_mask + 1);
-	for (; head != tail && count - done >= size; head++, done += size)
+	head = umn_ring_head(file, tail);
+	for (; head != tail && count - done >= size; head++, done += size) {
 		if (copy_to_user(buf + done,
-				 &file->ring[head & file->ring_mask], size))
+				 &file->ring[head & file->ring_mask], size)) {
+			ret = -EFAULT;
 			break;
+		}
+	}
 	/* Pairs with umn_ring_post(): the entries were read first. */
 	smp_store_release(file->head, head);
-	return done ?: -EFAULT;
+	return done ?: ret;
 }
 
 /*
- * Offset 0: the read-only area (before UMMUNOTIFY_SETUP, just the counter
- * page of the 2010 ABI).  Offset head_offset: the ring's head, writable.
+ * Before the file's ring is set up, 1 page: the 2010 counter page.  After
+ * it, at offset 0 the read-only area, at head_offset the ring's head, the
+ * one writable page.
+ *
+ * A forked child must not read the ring nor move its head: VM_DONTCOPY
+ * keeps fork() from copying the mapping, VM_IO keeps MADV_DOFORK from
+ * undoing that (and get_user_pages() out).  The area holds the cookies
+ * user space chose: never executable.
  */
 int umn_mmap(struct file *filp, struct vm_area_struct *vma)
 {
+	const vm_flags_t flags = VM_DONTCOPY | VM_IO | VM_DONTEXPAND |
+				 VM_DONTDUMP;
 	struct umn_file *file = filp->private_data;
-	unsigned long pages = vma_pages(vma);
+	struct page **pages = &file->header_page;
+	unsigned long nr_pages = 1;
 
 	if (vma->vm_mm != file->mm)
 		return -EPERM;
 	/* MAP_SHARED: VM_SHARED itself is cleared on a read-only file. */
 	if (!(vma->vm_flags & VM_MAYSHARE))
 		return -EINVAL;
+	if (vma->vm_flags & VM_EXEC)
+		return -EPERM;
 
-	/* Pairs with umn_setup(): the layout is complete once set_up is. */
-	if (!smp_load_acquire(&file->set_up)) {
-		if (vma->vm_pgoff || pages > 1)
-			return -EINVAL;
-	} else if (file->head_page && vma->vm_pgoff == file->nr_pages) {
-		if (pages > 1)
-			return -EINVAL;
-		vm_flags_mod(vma, VM_DONTEXPAND | VM_DONTDUMP, 0);
-		return vm_insert_page(vma, vma->vm_start, file->head_page);
-	} else if (vma->vm_pgoff || pages > file->nr_pages) {
-		return -EINVAL;
+	/* Pairs with umn_setup(): once set up, the area is complete. */
+	if (smp_load_acquire(&file->set_up)) {
+		if (file->area.head_page &&
+		    vma->vm_pgoff == file->area.nr_pages) {
+			if (vma_pages(vma) > 1)
+				return -EINVAL;
+			vm_flags_mod(vma, flags, VM_MAYEXEC);
+			return vm_insert_page(vma, vma->vm_start,
+					      file->area.head_page);
+		}
+		pages = file->area.pages;
+		nr_pages = file->area.nr_pages;
 	}
-
+	if (vma->vm_pgoff || vma_pages(vma) > nr_pages)
+		return -EINVAL;
 	if (vma->vm_flags & VM_WRITE)
 		return -EPERM;
-	vm_flags_mod(vma, VM_DONTEXPAND | VM_DONTDUMP, VM_MAYWRITE);
-	return vm_map_pages_zero(vma, file->pages, pages);
+	vm_flags_mod(vma, flags, VM_MAYWRITE | VM_MAYEXEC);
+	return vm_map_pages_zero(vma, pages, vma_pages(vma));
 }

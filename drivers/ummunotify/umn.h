@@ -8,6 +8,7 @@
  *   ring.c	the shared area (SETUP, mmap) and the event ring, read()
  *   legacy.c	the 2010 ABI's queue of reports, read()
  *   pressure.c	memory-pressure advisories from a shrinker
+ *   limits.c	what one file and one user may hold
  *
  * Locking, outermost first:
  *
@@ -23,6 +24,7 @@
 #ifndef _UMMUNOTIFY_UMN_H
 #define _UMMUNOTIFY_UMN_H
 
+#include <linux/irq_work.h>
 #include <linux/list.h>
 #include <linux/list_lru.h>
 #include <linux/mmu_notifier.h>
@@ -57,19 +59,35 @@
 #define UMN_OFF_RING_MASK	80
 
 /**
+ * struct umn_area - what UMMUNOTIFY_SETUP adds to the shared memory
+ * @pages:	the read-only area: the header page, generations, ring
+ * @nr_pages:	number of @pages
+ * @head_page:	the one page user space writes: the ring's head
+ * @vaddr:	kernel mapping of @pages[1..]
+ * @slot_map:	generation slots in use
+ */
+struct umn_area {
+	struct page **pages;
+	unsigned int nr_pages;
+	struct page *head_page;
+	void *vaddr;
+	unsigned long *slot_map;
+};
+
+/**
  * struct umn_file - one open file: the watches of one address space
  * @mm:			the opener's address space, mmgrab()ed
- * @regions_lock:	serialises setup, changes to @cookies and the
- *			consumption of events; never taken by the notifier
- *			or under mmap_lock
+ * @task_size:		the opener's TASK_SIZE: where its address space ends
+ * @user:		the opener's user, charged for the file's memory
+ * @regions_lock:	setup, the cookie tree, slots, consuming events
+ *			(see the top of this file)
  * @cookies:		regions by cookie
- * @slot_map:		generation slots in use, sized by UMMUNOTIFY_SETUP
  * @slot_hint:		where to look for a free slot first
  * @nr_regions:		number of entries in @cookies
  * @watched_pages:	pages covered by the watches, but for whole-address-
- *			space ones: what a cache has probably pinned
+ *			space ones
  * @features:		granted UMMUNOTIFY_FEATURE_* bits
- * @set_up:		UMMUNOTIFY_SETUP has run
+ * @set_up:		UMMUNOTIFY_SETUP has run: @area is complete
  * @used:		a region was registered or read() ran: features and
  *			setup can no longer change
  * @lock:		protects what the notifier touches, below
@@ -86,27 +104,27 @@
  * @pressure_pages:	pages reclaim asked for since the last PRESSURE event
  * @pressure_next:	jiffies before which no PRESSURE event is posted
  * @header_page:	first page of the read-only area: counter, tail...
- * @pages:		the read-only area: @header_page, generations, ring
- * @nr_pages:		number of @pages
- * @head_page:		the one page user space writes: the ring's head
+ * @area:		the rest of the shared memory, after SETUP
  * @header:		kernel address of @header_page
  * @counter:		the 2010 counter, in @header
- * @area:		kernel mapping of @pages[1..]
  * @generations:	slot generation words, in @area
  * @ring:		ring entries, in @area
- * @head:		consumer position, in @head_page
+ * @head:		consumer position, in @area.head_page
  * @nr_slots:		number of @generations
  * @ring_mask:		ring entries - 1
  * @wait:		readers and pollers
  * @fasync:		SIGIO subscribers
+ * @fasync_work:	sends SIGIO outside the notifier, which must not
+ *			allocate the signal's queue entry
  * @notifier_ops:	the file's own, so that a region finds its file
  */
 struct umn_file {
 	struct mm_struct *mm;
+	unsigned long task_size;
+	struct umn_user *user;
 
 	struct mutex regions_lock;	/* not in the notifier, see above */
 	struct rb_root cookies;
-	unsigned long *slot_map;
 	u32 slot_hint;
 	unsigned int nr_regions;
 	unsigned long watched_pages;
@@ -129,12 +147,9 @@ struct umn_file {
 	unsigned long pressure_next;
 
 	struct page *header_page;
-	struct page **pages;
-	unsigned int nr_pages;
-	struct page *head_page;
+	struct umn_area area;
 	void *header;
 	u64 *counter;
-	void *area;
 	u64 *generations;
 	struct ummunotify_ring_event *ring;
 	u64 *head;
@@ -143,6 +158,7 @@ struct umn_file {
 
 	wait_queue_head_t wait;
 	struct fasync_struct *fasync;
+	struct irq_work fasync_work;
 	struct mmu_interval_notifier_ops notifier_ops;
 };
 
@@ -154,6 +170,10 @@ struct umn_file {
  * @cookie:	user's cookie, unique within the file
  * @slot:	generation slot, or UMMUNOTIFY_NO_SLOT
  * @causes:	BIT(UMMUNOTIFY_CAUSE_*) to publish
+ * @pending:	a WATCH or RESIZE of it has not returned yet: no other
+ *		ioctl may change it; under regions_lock
+ * @dead:	unregistered, its notifier not removed yet: it publishes
+ *		nothing more; under &umn_file.lock
  */
 struct umn_region {
 	struct mmu_interval_notifier notifier;
@@ -161,6 +181,8 @@ struct umn_region {
 	u64 cookie;
 	u32 slot;
 	u16 causes;
+	bool pending;
+	bool dead;
 };
 
 /**
@@ -227,7 +249,6 @@ static inline struct umn_queued_region *umn_queued(struct umn_region *region)
 }
 
 extern unsigned int max_regions;
-extern unsigned int pressure_interval_ms;
 
 DECLARE_PER_CPU(struct umn_stats, umn_stats);
 extern atomic_long_t umn_nr_regions;
@@ -247,25 +268,36 @@ int umn_register(struct umn_file *file,
 int umn_watch(struct umn_file *file, struct ummunotify_watch __user *argp);
 int umn_resize(struct umn_file *file, struct ummunotify_watch __user *argp);
 int umn_unregister(struct umn_file *file, u64 __user *argp);
-void umn_account(struct umn_file *file, struct umn_region *region,
-		 int sign);
-void umn_remove(struct umn_file *file, struct umn_region *region);
+void umn_remove_all(struct umn_file *file);
 
 /* ring.c */
 bool umn_ring_post(struct umn_file *file,
 		   const struct ummunotify_ring_event *event);
 int umn_setup(struct umn_file *file, struct ummunotify_params __user *argp);
-void umn_free_area(struct umn_file *file);
+void umn_free_area(struct umn_area *area);
+unsigned long umn_area_pages(const struct umn_area *area);
+bool umn_ring_readable(struct umn_file *file);
 ssize_t umn_read_ring(struct umn_file *file, char __user *buf, size_t count);
 int umn_mmap(struct file *filp, struct vm_area_struct *vma);
 
 /* legacy.c */
 bool umn_queue_report(struct umn_file *file, struct umn_region *region,
 		      u64 start, u64 end);
-void umn_move_report(struct umn_file *file, struct umn_queued_region *old,
+void umn_move_report(struct umn_queued_region *old,
 		     struct umn_queued_region *new);
 ssize_t umn_read_reports(struct umn_file *file, char __user *buf,
 			 size_t count);
+
+/* limits.c */
+int umn_user_get(struct umn_file *file);
+void umn_user_release(struct umn_file *file);
+int umn_charge_watch(struct umn_file *file);
+void umn_uncharge_watch(struct umn_file *file);
+int umn_charge_pages(struct umn_file *file, unsigned long pages);
+void umn_uncharge_pages(struct umn_file *file, unsigned long pages);
+long umn_user_watches(struct umn_file *file);
+long umn_user_pages(struct umn_file *file);
+void umn_limits_init(void);
 
 /* pressure.c */
 int umn_pressure_init(void);

@@ -6,6 +6,7 @@
  */
 
 #include <linux/bitmap.h>
+#include <linux/err.h>
 #include <linux/mm.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
@@ -74,7 +75,7 @@ static bool umn_publish(struct umn_file *file, struct umn_region *region,
 		if (file->released)
 			return false;
 		event = (struct ummunotify_ring_event) {
-			.end = TASK_SIZE_MAX,
+			.end = file->task_size,
 			.slot = UMMUNOTIFY_NO_SLOT,
 			.cause = UMMUNOTIFY_CAUSE_RELEASE,
 		};
@@ -108,8 +109,12 @@ bool umn_invalidate(struct mmu_interval_notifier *notifier,
 	}
 
 	spin_lock(&file->lock);
-	/* After exit nobody can read: do not fill the queue for nothing. */
-	if (!file->released || cause == UMMUNOTIFY_CAUSE_RELEASE) {
+	/*
+	 * A dead watch is unregistered; after exit nobody can read: do not
+	 * fill the queue for nothing.
+	 */
+	if (!region->dead &&
+	    (!file->released || cause == UMMUNOTIFY_CAUSE_RELEASE)) {
 		posted = umn_publish(file, region, start, end, cause);
 		if (cause == UMMUNOTIFY_CAUSE_RELEASE)
 			file->released = true;
@@ -162,12 +167,13 @@ static bool umn_insert_cookie(struct umn_file *file, struct umn_region *new)
 }
 
 /* The range a 2010 registration or a watch asks for, checked. */
-static int umn_check_range(u64 start, u64 end)
+static int umn_check_range(struct umn_file *file, u64 start, u64 end)
 {
-	return start < end && end <= TASK_SIZE ? 0 : -EINVAL;
+	return start < end && end <= file->task_size ? 0 : -EINVAL;
 }
 
-static int umn_watch_range(const struct ummunotify_watch *watch,
+static int umn_watch_range(struct umn_file *file,
+			   const struct ummunotify_watch *watch,
 			   u64 *start, u64 *end)
 {
 	if (watch->reserved || watch->flags & ~UMMUNOTIFY_WATCH_ALL ||
@@ -177,12 +183,12 @@ static int umn_watch_range(const struct ummunotify_watch *watch,
 		if (watch->start || watch->end)
 			return -EINVAL;
 		*start = 0;
-		*end = TASK_SIZE;
+		*end = file->task_size;
 		return 0;
 	}
 	*start = watch->start;
 	*end = watch->end;
-	return umn_check_range(*start, *end);
+	return umn_check_range(file, *start, *end);
 }
 
 /*
@@ -222,69 +228,79 @@ static void umn_free_region(struct umn_file *file, struct umn_region *region)
 		kmem_cache_free(umn_queued_cache, umn_queued(region));
 }
 
-/* Count @region in (@sign 1) or out (-1) of the file's totals. */
-void umn_account(struct umn_file *file, struct umn_region *region,
-		 int sign)
+/* Count @region's pages in (@sign 1) or out (-1) of what the file watches. */
+static void umn_account_pages(struct umn_file *file,
+			      struct umn_region *region, int sign)
 {
 	u64 start = umn_region_start(region), end = umn_region_end(region);
 	unsigned long pages = 0;
 
-	if (start || end != TASK_SIZE)
+	if (start || end != file->task_size)
 		pages = (PAGE_ALIGN(end) - (start & PAGE_MASK)) >> PAGE_SHIFT;
 	WRITE_ONCE(file->watched_pages, file->watched_pages + sign * pages);
-	file->nr_regions += sign;
-	atomic_long_add(sign, &umn_nr_regions);
 }
 
-/* The slot reads 0, never a valid generation, until it is reused. */
+/* regions_lock held.  The hint makes the usual search one word long. */
+static int umn_alloc_slot(struct umn_file *file)
+{
+	unsigned long *map = file->area.slot_map;
+	unsigned long slot;
+
+	slot = find_next_zero_bit(map, file->nr_slots, file->slot_hint);
+	if (slot >= file->nr_slots)
+		slot = find_first_zero_bit(map, file->nr_slots);
+	if (slot >= file->nr_slots)
+		return -ENOSPC;
+	__set_bit(slot, map);
+	file->slot_hint = slot + 1;
+	return slot;
+}
+
+/*
+ * The slot reads 0, never a valid generation, until it is reused.
+ * regions_lock held, and @region's notifier removed: it cannot write the
+ * word again.
+ */
 static void umn_free_slot(struct umn_file *file, struct umn_region *region)
 {
 	if (region->slot == UMMUNOTIFY_NO_SLOT)
 		return;
 	/* Pairs with the cache's acquire load of the word. */
 	smp_store_release(&file->generations[region->slot], 0);
-	__clear_bit(region->slot, file->slot_map);
-}
-
-/* regions_lock held.  The hint makes the usual search one word long. */
-static int umn_alloc_slot(struct umn_file *file)
-{
-	unsigned long slot;
-
-	slot = find_next_zero_bit(file->slot_map, file->nr_slots,
-				  file->slot_hint);
-	if (slot >= file->nr_slots)
-		slot = find_first_zero_bit(file->slot_map, file->nr_slots);
-	if (slot >= file->nr_slots)
-		return -ENOSPC;
-	__set_bit(slot, file->slot_map);
-	file->slot_hint = slot + 1;
-	return slot;
+	__clear_bit(region->slot, file->area.slot_map);
 }
 
 /*
- * Start watching [@start, @end) with @region; regions_lock held.  With
- * generation words, the slot's first generation is in *@generation.
+ * Make a pending watch of @cookie: charged, with its slot and first
+ * generation (in *@generation) and its cookie taken, but no notifier
+ * yet.  regions_lock held.
  */
-static int umn_add(struct umn_file *file, struct umn_region *region,
-		   u64 start, u64 end, u64 *generation)
+static struct umn_region *umn_reserve(struct umn_file *file, u64 cookie,
+				      u32 causes, u64 *generation)
 {
+	struct umn_region *region;
 	int ret;
 
-	if (file->nr_regions >= READ_ONCE(max_regions))
-		return -ENOSPC;
+	region = umn_alloc_region(file, cookie, causes);
+	if (!region)
+		return ERR_PTR(-ENOMEM);
+	ret = umn_charge_watch(file);
+	if (ret)
+		goto out_free;
 	if (file->generations) {
 		ret = umn_alloc_slot(file);
 		if (ret < 0)
-			return ret;
+			goto out_uncharge;
 		region->slot = ret;
 	}
 	ret = -EINVAL;
 	if (!umn_insert_cookie(file, region))
 		goto out_slot;
+	region->pending = true;
+	file->used = true;
 
 	if (region->slot != UMMUNOTIFY_NO_SLOT) {
-		/* Before the notifier can run: it must not be overwritten. */
+		/* Under the notifier's lock: generations never repeat. */
 		spin_lock(&file->lock);
 		*generation = ++file->last_generation;
 		/* Pairs with the cache's acquire load of the word. */
@@ -292,12 +308,32 @@ static int umn_add(struct umn_file *file, struct umn_region *region,
 				  *generation);
 		spin_unlock(&file->lock);
 	}
+	return region;
+
+out_slot:
+	umn_free_slot(file, region);
+out_uncharge:
+	umn_uncharge_watch(file);
+out_free:
+	umn_free_region(file, region);
+	return ERR_PTR(ret);
+}
+
+/*
+ * Start @region's notifier over [@start, @end).  Without regions_lock:
+ * this takes mmap_lock and waits for the address space's running
+ * invalidations, which must not hold up the file's other ioctls and
+ * read() behind a busy process.
+ */
+static int umn_start(struct umn_file *file, struct umn_region *region,
+		     u64 start, u64 end)
+{
+	int ret;
+
 	ret = mmu_interval_notifier_insert(&region->notifier, file->mm, start,
 					   end - start, &file->notifier_ops);
 	if (ret)
-		goto out_cookie;
-	umn_account(file, region, 1);
-	file->used = true;
+		return ret;
 	/*
 	 * An invalidation already running when the notifier went in does
 	 * not call it.  Wait for it to finish, so that whatever user space
@@ -305,66 +341,116 @@ static int umn_add(struct umn_file *file, struct umn_region *region,
 	 */
 	mmu_interval_read_begin(&region->notifier);
 	return 0;
-
-out_cookie:
-	rb_erase(&region->cookie_node, &file->cookies);
-out_slot:
-	umn_free_slot(file, region);
-	return ret;
 }
 
 /*
- * Stop @region's notifier, drop its report, free its slot and @region.
- * regions_lock held or the file being released.
+ * Take @region out of the cookie tree and the counts, and silence it:
+ * whatever its notifier sees from now on is not published, and its
+ * pending report goes.  regions_lock held.
  */
-void umn_remove(struct umn_file *file, struct umn_region *region)
+static void umn_unlink(struct umn_file *file, struct umn_region *region)
 {
-	/* Waits for a running callback: after it, none can touch @region. */
-	mmu_interval_notifier_remove(&region->notifier);
-	if (!umn_has_ring(file)) {
-		spin_lock(&file->lock);
-		list_del(&umn_queued(region)->report);
-		spin_unlock(&file->lock);
-	}
+	rb_erase(&region->cookie_node, &file->cookies);
+	umn_uncharge_watch(file);
+	if (!region->pending)
+		umn_account_pages(file, region, -1);
+	spin_lock(&file->lock);
+	region->dead = true;
+	if (!umn_has_ring(file))
+		list_del_init(&umn_queued(region)->report);
+	spin_unlock(&file->lock);
+}
+
+/*
+ * Remove an unlinked @region's notifier (@started), free its slot and
+ * @region.  Without regions_lock: the removal waits for the address
+ * space's running invalidations.
+ */
+static void umn_destroy(struct umn_file *file, struct umn_region *region,
+			bool started)
+{
+	/* After it no callback can touch @region. */
+	if (started)
+		mmu_interval_notifier_remove(&region->notifier);
+	mutex_lock(&file->regions_lock);
 	umn_free_slot(file, region);
+	mutex_unlock(&file->regions_lock);
 	umn_free_region(file, region);
 }
 
-/* A watch that was added to the cookie tree, then forgotten. */
-static void umn_forget(struct umn_file *file, struct umn_region *region)
+/*
+ * The end of a WATCH or REGISTER: the pending watch becomes one (@ret 0),
+ * or goes.
+ */
+static void umn_finish(struct umn_file *file, struct umn_region *region,
+		       int ret, bool started)
 {
-	rb_erase(&region->cookie_node, &file->cookies);
-	umn_account(file, region, -1);
-	umn_remove(file, region);
+	mutex_lock(&file->regions_lock);
+	if (!ret) {
+		region->pending = false;
+		umn_account_pages(file, region, 1);
+	} else {
+		umn_unlink(file, region);
+	}
+	mutex_unlock(&file->regions_lock);
+	if (ret)
+		umn_destroy(file, region, started);
 }
 
+/* The file is going: nothing else can use it. */
+void umn_remove_all(struct umn_file *file)
+{
+	struct umn_region *region, *next;
+
+	rbtree_postorder_for_each_entry_safe(region, next, &file->cookies,
+					     cookie_node) {
+		umn_uncharge_watch(file);
+		/* The owner's other threads can still be in the notifier. */
+		mmu_interval_notifier_remove(&region->notifier);
+		if (!umn_has_ring(file)) {
+			spin_lock(&file->lock);
+			list_del(&umn_queued(region)->report);
+			spin_unlock(&file->lock);
+		}
+		umn_free_region(file, region);
+		cond_resched();
+	}
+	file->cookies = RB_ROOT;
+}
+
+/*
+ * 2010 ABI.  A file that speaks it ignores flags and reserved as the 2010
+ * kernel did: Open MPI 1.5-2.0 leaves flags uninitialised.
+ */
 int umn_register(struct umn_file *file,
 		 struct ummunotify_register_ioctl __user *argp)
 {
 	struct ummunotify_register_ioctl args;
+	u32 slot = UMMUNOTIFY_NO_SLOT;
 	struct umn_region *region;
 	u64 generation;
 	int ret;
 
 	if (copy_from_user(&args, argp, sizeof(args)))
 		return -EFAULT;
-	if (args.flags || args.reserved ||
-	    umn_check_range(args.start, args.end))
-		return -EINVAL;
+	ret = umn_check_range(file, args.start, args.end);
 
 	mutex_lock(&file->regions_lock);
-	region = umn_alloc_region(file, args.user_cookie,
-				  UMMUNOTIFY_CAUSES_DEFAULT);
-	if (!region)
-		ret = -ENOMEM;
-	else
-		ret = umn_add(file, region, args.start, args.end, &generation);
-	trace_ummunotify_register(args.user_cookie, args.start, args.end,
-				  region ? region->slot : UMMUNOTIFY_NO_SLOT,
-				  ret);
-	if (ret && region)
-		umn_free_region(file, region);
+	if (!ret && file->set_up && (args.flags || args.reserved))
+		ret = -EINVAL;
+	region = ret ? ERR_PTR(ret) :
+		 umn_reserve(file, args.user_cookie,
+			     UMMUNOTIFY_CAUSES_DEFAULT, &generation);
 	mutex_unlock(&file->regions_lock);
+	if (IS_ERR(region)) {
+		ret = PTR_ERR(region);
+	} else {
+		slot = region->slot;
+		ret = umn_start(file, region, args.start, args.end);
+		umn_finish(file, region, ret, !ret);
+	}
+	trace_ummunotify_register(args.user_cookie, args.start, args.end,
+				  slot, ret);
 	return ret;
 }
 
@@ -378,55 +464,65 @@ static bool umn_watching(struct umn_file *file)
  * Read and check a WATCH or RESIZE argument, and fail on an unwritable
  * one now, before anything changes.
  */
-static int umn_get_watch(struct ummunotify_watch __user *argp,
+static int umn_get_watch(struct umn_file *file,
+			 struct ummunotify_watch __user *argp,
 			 struct ummunotify_watch *watch, u64 *start, u64 *end)
 {
 	int ret;
 
 	if (copy_from_user(watch, argp, sizeof(*watch)))
 		return -EFAULT;
-	ret = umn_watch_range(watch, start, end);
+	ret = umn_watch_range(file, watch, start, end);
 	if (ret)
 		return ret;
 	return copy_to_user(argp, watch, sizeof(*watch)) ? -EFAULT : 0;
 }
 
-int umn_watch(struct umn_file *file,
-	      struct ummunotify_watch __user *argp)
+int umn_watch(struct umn_file *file, struct ummunotify_watch __user *argp)
 {
 	struct ummunotify_watch watch;
 	struct umn_region *region;
 	u64 start, end;
+	bool started;
 	int ret;
 
-	ret = umn_get_watch(argp, &watch, &start, &end);
+	ret = umn_get_watch(file, argp, &watch, &start, &end);
 	if (ret)
 		return ret;
+	watch.slot = UMMUNOTIFY_NO_SLOT;
 
 	mutex_lock(&file->regions_lock);
-	if (!umn_watching(file)) {
-		ret = -EINVAL;
-		goto out_unlock;
+	region = !umn_watching(file) ? ERR_PTR(-EINVAL) :
+		 umn_reserve(file, watch.user_cookie,
+			     watch.causes ?: UMMUNOTIFY_CAUSES_DEFAULT,
+			     &watch.generation);
+	mutex_unlock(&file->regions_lock);
+	if (IS_ERR(region)) {
+		ret = PTR_ERR(region);
+	} else {
+		watch.slot = region->slot;
+		ret = umn_start(file, region, start, end);
+		started = !ret;
+		if (!ret && copy_to_user(argp, &watch, sizeof(watch)))
+			ret = -EFAULT;
+		umn_finish(file, region, ret, started);
 	}
-	region = umn_alloc_region(file, watch.user_cookie,
-				  watch.causes ?: UMMUNOTIFY_CAUSES_DEFAULT);
-	if (!region) {
-		ret = -ENOMEM;
-		goto out_unlock;
-	}
-	ret = umn_add(file, region, start, end, &watch.generation);
-	watch.slot = region->slot;
 	trace_ummunotify_register(watch.user_cookie, start, end, watch.slot,
 				  ret);
-	if (!ret && copy_to_user(argp, &watch, sizeof(watch))) {
-		umn_forget(file, region);
-		ret = -EFAULT;
-	} else if (ret) {
-		umn_free_region(file, region);
-	}
-out_unlock:
-	mutex_unlock(&file->regions_lock);
 	return ret;
+}
+
+/*
+ * Find the watch of @cookie for UNREGISTER or RESIZE: EINVAL if there is
+ * none, EBUSY while another thread's WATCH or RESIZE of it runs.
+ */
+static struct umn_region *umn_find_watch(struct umn_file *file, u64 cookie)
+{
+	struct umn_region *region = umn_find(file, cookie);
+
+	if (!region)
+		return ERR_PTR(-EINVAL);
+	return region->pending ? ERR_PTR(-EBUSY) : region;
 }
 
 /*
@@ -434,79 +530,83 @@ out_unlock:
  * The new notifier goes in before the old one comes out, so the part
  * both ranges cover is never unwatched.
  */
-int umn_resize(struct umn_file *file,
-	       struct ummunotify_watch __user *argp)
+int umn_resize(struct umn_file *file, struct ummunotify_watch __user *argp)
 {
 	struct umn_region *old, *new;
 	struct ummunotify_watch watch;
 	u64 start, end;
 	int ret;
 
-	ret = umn_get_watch(argp, &watch, &start, &end);
+	ret = umn_get_watch(file, argp, &watch, &start, &end);
 	if (ret)
 		return ret;
 
 	mutex_lock(&file->regions_lock);
-	old = umn_find(file, watch.user_cookie);
-	if (!umn_watching(file) || !old) {
-		ret = -EINVAL;
-		goto out_unlock;
+	old = !umn_watching(file) ? ERR_PTR(-EINVAL) :
+	      umn_find_watch(file, watch.user_cookie);
+	new = IS_ERR(old) ? old :
+	      umn_alloc_region(file, watch.user_cookie,
+			       watch.causes ?: old->causes);
+	if (!new)
+		new = ERR_PTR(-ENOMEM);
+	if (!IS_ERR(new)) {
+		old->pending = true;
+		new->slot = old->slot;
+		watch.slot = old->slot;
+		spin_lock(&file->lock);
+		watch.generation = new->slot == UMMUNOTIFY_NO_SLOT ? 0 :
+				   file->generations[new->slot];
+		spin_unlock(&file->lock);
 	}
-	new = umn_alloc_region(file, watch.user_cookie, watch.causes);
-	if (!new) {
-		ret = -ENOMEM;
-		goto out_unlock;
+	mutex_unlock(&file->regions_lock);
+	if (IS_ERR(new))
+		return PTR_ERR(new);
+
+	ret = umn_start(file, new, start, end);
+
+	mutex_lock(&file->regions_lock);
+	old->pending = false;
+	if (!ret) {
+		rb_replace_node(&old->cookie_node, &new->cookie_node,
+				&file->cookies);
+		umn_account_pages(file, new, 1);
+		umn_account_pages(file, old, -1);
+		spin_lock(&file->lock);
+		/* The slot is the new watch's now. */
+		old->dead = true;
+		old->slot = UMMUNOTIFY_NO_SLOT;
+		if (!umn_has_ring(file))
+			umn_move_report(umn_queued(old), umn_queued(new));
+		spin_unlock(&file->lock);
 	}
-	if (!watch.causes)
-		new->causes = old->causes;
-	new->slot = old->slot;
-	watch.slot = old->slot;
-	spin_lock(&file->lock);
-	watch.generation = new->slot == UMMUNOTIFY_NO_SLOT ? 0 :
-			   file->generations[new->slot];
-	spin_unlock(&file->lock);
-
-	ret = mmu_interval_notifier_insert(&new->notifier, file->mm, start,
-					   end - start, &file->notifier_ops);
-	if (ret)
-		goto out_free;
-	rb_replace_node(&old->cookie_node, &new->cookie_node, &file->cookies);
-	umn_account(file, new, 1);
-	umn_account(file, old, -1);
-	mmu_interval_read_begin(&new->notifier);
-
-	mmu_interval_notifier_remove(&old->notifier);
-	if (!umn_has_ring(file))
-		umn_move_report(file, umn_queued(old), umn_queued(new));
-	umn_free_region(file, old);
+	mutex_unlock(&file->regions_lock);
+	if (ret) {
+		umn_free_region(file, new);
+		return ret;
+	}
+	umn_destroy(file, old, true);
 	trace_ummunotify_register(watch.user_cookie, start, end, watch.slot,
 				  0);
-	mutex_unlock(&file->regions_lock);
 	return copy_to_user(argp, &watch, sizeof(watch)) ? -EFAULT : 0;
-
-out_free:
-	umn_free_region(file, new);
-out_unlock:
-	mutex_unlock(&file->regions_lock);
-	return ret;
 }
 
 int umn_unregister(struct umn_file *file, u64 __user *argp)
 {
 	struct umn_region *region;
 	u64 cookie;
-	int ret = 0;
+	int ret;
 
 	if (get_user(cookie, argp))
 		return -EFAULT;
 
 	mutex_lock(&file->regions_lock);
-	region = umn_find(file, cookie);
-	if (region)
-		umn_forget(file, region);
-	else
-		ret = -EINVAL;
+	region = umn_find_watch(file, cookie);
+	if (!IS_ERR(region))
+		umn_unlink(file, region);
 	mutex_unlock(&file->regions_lock);
+	ret = PTR_ERR_OR_ZERO(region);
+	if (!ret)
+		umn_destroy(file, region, true);
 	trace_ummunotify_unregister(cookie, ret);
 	return ret;
 }

@@ -819,6 +819,23 @@ TEST_F(native, watch_refuses_bad_ranges_causes_flags_and_reserved)
 	EXPECT_EQ(0, fdinfo(self->u.fd, "regions"));
 }
 
+/* Only a 2010 file is as lax as the 2010 kernel (see ummunotify_test). */
+TEST_F(native, register_on_a_set_up_file_refuses_nonzero_flags_and_reserved)
+{
+	struct ummunotify_register_ioctl r = {
+		.start = (uintptr_t)self->buf,
+		.end = (uintptr_t)self->buf + ps,
+		.user_cookie = 1,
+		.flags = 1,
+	};
+
+	EXPECT_EQ(-EINVAL, uioctl(self->u.fd, UMMUNOTIFY_REGISTER_REGION, &r));
+	r.flags = 0;
+	r.reserved = 1;
+	EXPECT_EQ(-EINVAL, uioctl(self->u.fd, UMMUNOTIFY_REGISTER_REGION, &r));
+	EXPECT_EQ(0, fdinfo(self->u.fd, "regions"));
+}
+
 TEST_F(native, watch_faults_on_bad_pointers_and_registers_nothing)
 {
 	struct ummunotify_watch w = watch_arg(self->buf, ps, 1, 0);

@@ -615,27 +615,31 @@ TEST_F(ummunotify, register_rejects_an_end_beyond_user_space)
 	}
 }
 
-TEST_F(ummunotify, register_rejects_nonzero_flags)
+/*
+ * The 2010 kernel never looked at flags or reserved, and Open MPI leaves
+ * flags uninitialised: a 2010 file takes any value and watches the range.
+ */
+TEST_F(ummunotify, register_ignores_flags_and_reserved_as_the_2010_kernel_did)
 {
-	struct ummunotify_register_ioctl r = { .user_cookie = 1, .flags = 1 };
+	struct ummunotify_register_ioctl r;
+	struct ummunotify_event want[2];
 	struct buf b;
 
-	ASSERT_EQ(0, map_buf(&b, 1));
-	r.start = (uintptr_t)b.p;
-	r.end = (uintptr_t)page_of(&b, 1);
-	ASSERT_EQ(-EINVAL, uioctl(self->f.fd, UMMUNOTIFY_REGISTER_REGION, &r));
-}
-
-TEST_F(ummunotify, register_rejects_nonzero_reserved)
-{
-	struct ummunotify_register_ioctl r = { .user_cookie = 1,
-					       .reserved = 1 };
-	struct buf b;
-
-	ASSERT_EQ(0, map_buf(&b, 1));
-	r.start = (uintptr_t)b.p;
-	r.end = (uintptr_t)page_of(&b, 1);
-	ASSERT_EQ(-EINVAL, uioctl(self->f.fd, UMMUNOTIFY_REGISTER_REGION, &r));
+	ASSERT_EQ(0, map_buf(&b, 2));
+	for (int i = 0; i < 2; i++) {
+		memset(&r, 0xa5, sizeof(r));
+		r.start = (uintptr_t)page_of(&b, i);
+		r.end = (uintptr_t)page_of(&b, i + 1);
+		r.user_cookie = i + 1;
+		ASSERT_EQ(0, uioctl(self->f.fd, UMMUNOTIFY_REGISTER_REGION,
+				    &r));
+		want[i] = inval(i + 1, UMMUNOTIFY_EVENT_FLAG_HINT,
+				page_of(&b, i), page_of(&b, i + 1));
+	}
+	ASSERT_EQ(0, madvise(page_of(&b, 0), page_size, MADV_DONTNEED));
+	ASSERT_EQ(0, madvise(page_of(&b, 1), page_size, MADV_DONTNEED));
+	ASSERT_EQ(2ULL, counter(&self->f));
+	expect_reports(_metadata, &self->f, want, 2);
 }
 
 TEST_F(ummunotify, register_rejects_a_cookie_already_in_use)
@@ -2456,6 +2460,187 @@ TEST_F(ummunotify, the_2010_test_program_passes)
 	ASSERT_EQ(0, unregister_region(self->f.fd, 123));
 	ASSERT_EQ(0, munmap(page_of(&b, 0), page_size));
 	ASSERT_EQ(1ULL, counter(&self->f));
+}
+
+/*
+ * The programs that used the 2010 ABI (see
+ * Documentation/userspace-api/ummunotify.rst, "Clients of the 2010 ABI"),
+ * each as it uses the device.
+ */
+#define CLIENT_PAGES	4
+#define CLIENT_READS	64
+
+FIXTURE(clients)
+{
+	struct buf b;
+	int fd;
+	const volatile __u64 *counter;
+};
+
+FIXTURE_SETUP(clients)
+{
+	ASSERT_EQ(0, map_buf(&self->b, CLIENT_PAGES));
+	self->fd = open(DEVICE, O_RDONLY | O_NONBLOCK);
+	ASSERT_LE(0, self->fd);
+	/* Open MPI maps 8 bytes, not a page. */
+	self->counter = mmap(NULL, sizeof(__u64), PROT_READ, MAP_SHARED,
+			     self->fd, 0);
+	ASSERT_NE(MAP_FAILED, self->counter);
+}
+
+FIXTURE_TEARDOWN(clients)
+{
+	EXPECT_EQ(0, close(self->fd));
+}
+
+/*
+ * Open MPI 1.5.2-2.0.4: registrations with flags left uninitialised;
+ * opal_memory_changed() compares the counter with the last LAST's value
+ * and, when it moved, reads up to 128 events at a time, releasing
+ * [hint_start, hint_end) of each INVAL, until a LAST matches the counter.
+ */
+TEST_F(clients, open_mpi_registers_uninitialised_flags_and_drains_in_batches)
+{
+	static const struct { size_t first, pages; } regs[] = {
+		{ 0, 1 }, { 1, 1 }, { 2, 2 },
+	};
+	struct ummunotify_event ev[128];
+	char *released_from[4] = { 0 }, *released_to[4] = { 0 };
+	int reads = 0, lasts = 0;
+	__u64 seen = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(regs); i++) {
+		struct ummunotify_register_ioctl r;
+
+		memset(&r, 0xa5, sizeof(r));	/* the stack's garbage */
+		r.start = (uintptr_t)page_of(&self->b, regs[i].first);
+		r.end = r.start + regs[i].pages * page_size;
+		r.user_cookie = i + 1;
+		r.reserved = 0;
+		ASSERT_EQ(0, uioctl(self->fd, UMMUNOTIFY_REGISTER_REGION, &r));
+	}
+	ASSERT_EQ(seen, *self->counter);
+
+	/* Cookie 2 once; cookie 3 twice, so its report loses HINT. */
+	ASSERT_EQ(0, munmap(page_of(&self->b, 1), page_size));
+	ASSERT_EQ(0, madvise(page_of(&self->b, 2), page_size, MADV_DONTNEED));
+	ASSERT_EQ(0, madvise(page_of(&self->b, 3), page_size, MADV_DONTNEED));
+	ASSERT_NE(seen, *self->counter);
+
+	while (seen != *self->counter) {
+		ssize_t n = read(self->fd, ev, sizeof(ev));
+
+		ASSERT_LT(reads++, CLIENT_READS);
+		ASSERT_LT(0, n) TH_LOG("read: %s", strerror(errno));
+		ASSERT_EQ(0, n % (ssize_t)EVENT);
+		for (ssize_t i = 0; i < n / (ssize_t)EVENT; i++) {
+			__u64 c = ev[i].user_cookie_counter;
+
+			if (ev[i].type == UMMUNOTIFY_EVENT_TYPE_LAST) {
+				seen = c;
+				lasts++;
+				continue;
+			}
+			ASSERT_EQ((__u32)UMMUNOTIFY_EVENT_TYPE_INVAL, ev[i].type);
+			ASSERT_TRUE(c >= 1 && c <= ARRAY_SIZE(regs));
+			released_from[c] = (char *)(uintptr_t)ev[i].hint_start;
+			released_to[c] = (char *)(uintptr_t)ev[i].hint_end;
+		}
+	}
+	EXPECT_EQ(1, lasts);
+	EXPECT_EQ(NULL, released_from[1]);
+	/* What the release hook is given covers what changed. */
+	EXPECT_EQ(page_of(&self->b, 1), released_from[2]);
+	EXPECT_EQ(page_of(&self->b, 2), released_to[2]);
+	EXPECT_EQ(page_of(&self->b, 2), released_from[3]);
+	EXPECT_EQ(page_of(&self->b, 4), released_to[3]);
+	expect_nothing_pending(_metadata, self->fd);
+}
+
+/*
+ * Portals4: one 32-byte event per read(), exactly; INVALs matched by
+ * cookie; after a failed registration it reads until its saved counter
+ * equals the kernel's, so a LAST must keep coming while more is queued,
+ * even when memory changes as it drains.
+ */
+TEST_F(clients, portals4_reads_one_event_at_a_time_until_the_counters_match)
+{
+	struct ummunotify_event ev;
+	int seen_cookie[3] = { 0 }, reads = 0;
+	bool changed_while_draining = false;
+	__u64 saved = 0;
+
+	for (int i = 0; i < 2; i++)
+		ASSERT_EQ(0, register_region(self->fd, page_of(&self->b, i),
+					     page_of(&self->b, i + 1), i + 1));
+	ASSERT_EQ(0, madvise(page_of(&self->b, 0), page_size, MADV_DONTNEED));
+	ASSERT_EQ(0, madvise(page_of(&self->b, 1), page_size, MADV_DONTNEED));
+
+	while (saved != *self->counter) {
+		ASSERT_LT(reads++, CLIENT_READS);
+		ASSERT_EQ(EVENTS(1), read(self->fd, &ev, sizeof(ev)))
+			TH_LOG("read: %s", strerror(errno));
+		if (ev.type == UMMUNOTIFY_EVENT_TYPE_LAST) {
+			saved = ev.user_cookie_counter;
+			continue;
+		}
+		ASSERT_TRUE(ev.user_cookie_counter == 1 ||
+			    ev.user_cookie_counter == 2);
+		seen_cookie[ev.user_cookie_counter]++;
+		if (!changed_while_draining) {
+			/* Memory changes again before the LAST is read. */
+			ASSERT_EQ(0, madvise(page_of(&self->b, 0), page_size,
+					     MADV_DONTNEED));
+			changed_while_draining = true;
+		}
+	}
+	EXPECT_EQ(saved, *self->counter);
+	EXPECT_EQ(3ULL, saved);
+	/* Cookie 1 was queued again after its first report was read. */
+	EXPECT_LE(1, seen_cookie[1]);
+	EXPECT_EQ(1, seen_cookie[2]);
+	EXPECT_EQ(3, seen_cookie[1] + seen_cookie[2]);
+	expect_nothing_pending(_metadata, self->fd);
+}
+
+/*
+ * The libfabric zhpe provider: an inclusive end (addr + len - 1) on
+ * ranges that need not be page aligned; reads until EAGAIN and ignores
+ * LAST.  The byte left out of the watch never matters: its page is
+ * watched through the bytes before it.
+ */
+TEST_F(clients, zhpe_registers_inclusive_unaligned_ends_and_reads_until_eagain)
+{
+	char *addr = page_of(&self->b, 0) + 100;
+	size_t len = 2 * page_size;
+	struct ummunotify_event ev[8];
+	int invals = 0, reads = 0;
+	ssize_t n;
+
+	ASSERT_EQ(0, register_region(self->fd, addr, addr + len - 1, 9));
+	/* The last page of the registration, which only part of it covers. */
+	ASSERT_EQ(0, madvise(page_of(&self->b, 2), page_size, MADV_DONTNEED));
+	ASSERT_EQ(1ULL, *self->counter);
+	/* A page outside it. */
+	ASSERT_EQ(0, madvise(page_of(&self->b, 3), page_size, MADV_DONTNEED));
+	ASSERT_EQ(1ULL, *self->counter);
+
+	while ((n = read(self->fd, ev, sizeof(ev))) > 0) {
+		ASSERT_LT(reads++, CLIENT_READS);
+		for (ssize_t i = 0; i < n / (ssize_t)EVENT; i++) {
+			if (ev[i].type != UMMUNOTIFY_EVENT_TYPE_INVAL)
+				continue;
+			EXPECT_EQ(9ULL, ev[i].user_cookie_counter);
+			EXPECT_EQ((__u32)UMMUNOTIFY_EVENT_FLAG_HINT, ev[i].flags);
+			EXPECT_EQ((uintptr_t)page_of(&self->b, 2),
+				  ev[i].hint_start);
+			EXPECT_EQ((uintptr_t)(addr + len - 1), ev[i].hint_end);
+			invals++;
+		}
+	}
+	EXPECT_EQ(-1, n);
+	EXPECT_EQ(EAGAIN, errno);
+	EXPECT_EQ(1, invals);
 }
 
 TEST_HARNESS_MAIN

@@ -12,7 +12,8 @@
 
 /*
  * Register the range [start, end) under user_cookie, which must be unique
- * within the open file.  flags and reserved must be 0.
+ * within the open file.  flags and reserved are ignored, as the 2010
+ * kernel ignored them, until UMMUNOTIFY_SETUP; after it they must be 0.
  */
 struct ummunotify_register_ioctl {
 	__u64	start;

@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * What one file and one user may hold.  The device is open to every user
+ * of a shared node, so besides the bound per file there is one per user,
+ * over all the files that user's processes opened: watches (slab objects)
+ * and pages of shared memory.  The opener's user is charged for the life
+ * of the file, whoever the descriptor is passed to.
+ */
+
+#include <linux/cred.h>
+#include <linux/hashtable.h>
+#include <linux/mm.h>
+#include <linux/module.h>
+#include <linux/slab.h>
+
+#include "umn.h"
+
+unsigned int max_regions = 1U << 20;
+module_param(max_regions, uint, 0644);
+MODULE_PARM_DESC(max_regions, "Maximum number of watches of one open file (default 1048576)");
+
+/* 0 at load time: sized from RAM in umn_limits_init(). */
+static unsigned long max_user_watches;
+module_param(max_user_watches, ulong, 0644);
+MODULE_PARM_DESC(max_user_watches, "Maximum number of watches of all the files one user opened (default: 1/32 of RAM's worth, from 8192 to 1048576)");
+
+static unsigned long max_user_pages;
+module_param(max_user_pages, ulong, 0644);
+MODULE_PARM_DESC(max_user_pages, "Maximum number of pages of shared memory of all the files one user opened (default: 1/32 of RAM)");
+
+/**
+ * struct umn_user - what the files one user opened hold
+ * @node:	in umn_users, under umn_users_lock
+ * @uid:	the user
+ * @files:	files charged to it, under umn_users_lock
+ * @watches:	their watches
+ * @pages:	their pages of shared memory
+ */
+struct umn_user {
+	struct hlist_node node;
+	kuid_t uid;
+	unsigned int files;
+	atomic_long_t watches;
+	atomic_long_t pages;
+};
+
+static DEFINE_HASHTABLE(umn_users, 6);
+static DEFINE_MUTEX(umn_users_lock);
+
+/* Add @n to @used unless that takes it beyond @max. */
+static bool umn_charge(atomic_long_t *used, long n, unsigned long max)
+{
+	long old = atomic_long_read(used);
+
+	do {
+		if (old + n > max)
+			return false;
+	} while (!atomic_long_try_cmpxchg(used, &old, old + n));
+	return true;
+}
+
+/* umn_users_lock held. */
+static void umn_user_put(struct umn_user *user)
+{
+	if (--user->files)
+		return;
+	hash_del(&user->node);
+	kfree(user);
+}
+
+/* Charge the opener's user for a new file and its first page, the header. */
+int umn_user_get(struct umn_file *file)
+{
+	kuid_t uid = current_uid();
+	struct umn_user *user;
+	int ret = 0;
+
+	mutex_lock(&umn_users_lock);
+	hash_for_each_possible(umn_users, user, node, __kuid_val(uid))
+		if (uid_eq(user->uid, uid))
+			goto found;
+	user = kzalloc(sizeof(*user), GFP_KERNEL_ACCOUNT);
+	if (!user) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	user->uid = uid;
+	hash_add(umn_users, &user->node, __kuid_val(uid));
+found:
+	user->files++;
+	if (umn_charge(&user->pages, 1, READ_ONCE(max_user_pages))) {
+		file->user = user;
+	} else {
+		umn_user_put(user);
+		ret = -ENOSPC;
+	}
+out:
+	mutex_unlock(&umn_users_lock);
+	return ret;
+}
+
+/* The file is gone: what else it held was uncharged already. */
+void umn_user_release(struct umn_file *file)
+{
+	atomic_long_dec(&file->user->pages);
+	mutex_lock(&umn_users_lock);
+	umn_user_put(file->user);
+	mutex_unlock(&umn_users_lock);
+}
+
+/* One more watch on @file; regions_lock held. */
+int umn_charge_watch(struct umn_file *file)
+{
+	if (file->nr_regions >= READ_ONCE(max_regions) ||
+	    !umn_charge(&file->user->watches, 1, READ_ONCE(max_user_watches)))
+		return -ENOSPC;
+	file->nr_regions++;
+	atomic_long_inc(&umn_nr_regions);
+	return 0;
+}
+
+void umn_uncharge_watch(struct umn_file *file)
+{
+	atomic_long_dec(&file->user->watches);
+	file->nr_regions--;
+	atomic_long_dec(&umn_nr_regions);
+}
+
+int umn_charge_pages(struct umn_file *file, unsigned long pages)
+{
+	return umn_charge(&file->user->pages, pages,
+			  READ_ONCE(max_user_pages)) ? 0 : -ENOSPC;
+}
+
+void umn_uncharge_pages(struct umn_file *file, unsigned long pages)
+{
+	atomic_long_sub(pages, &file->user->pages);
+}
+
+long umn_user_watches(struct umn_file *file)
+{
+	return atomic_long_read(&file->user->watches);
+}
+
+long umn_user_pages(struct umn_file *file)
+{
+	return atomic_long_read(&file->user->pages);
+}
+
+/*
+ * As inotify sizes max_user_watches: a share of RAM, so that a small
+ * machine's users cannot pin most of it in slab, and a cap.
+ */
+void umn_limits_init(void)
+{
+	unsigned long share = totalram_pages() / 32;
+
+	if (!max_user_watches)
+		max_user_watches = clamp(share * PAGE_SIZE /
+					 sizeof(struct umn_queued_region),
+					 8192UL, 1UL << 20);
+	if (!max_user_pages)
+		max_user_pages = share;
+}
