@@ -1,0 +1,691 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * What any local user could do to the kernel or to another process through
+ * /dev/ummunotify (mode 0666), before the module was hardened: each test
+ * here failed on b2ef9d9.  A use-after-free racing mmap() with a failing
+ * SETUP, mappings a forked child inherited, executable mappings, memory
+ * bounded per file only, a WATCH that held up the file behind a busy
+ * address space, SIGIO sent (and its queue entry allocated) from the
+ * notifier, read() failing with EFAULT though nothing faulted.
+ *
+ * Runs as root in a guest with the module loaded (tools/testing/vm-run).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/ummunotify.h>
+
+#include "kselftest_harness.h"
+#include "native.h"
+#include "process.h"
+#include "sysfile.h"
+
+#define PARAMS		"/sys/module/ummunotify/parameters/"
+#define TRACING		"/sys/kernel/tracing/"
+#define RACE_SECONDS	5.0
+
+/* Files each test opens itself. */
+FIXTURE(bare)
+{
+};
+
+FIXTURE_SETUP(bare)
+{
+}
+
+FIXTURE_TEARDOWN(bare)
+{
+}
+
+/*
+ * mmap() cannot take the lock SETUP holds, so it must only ever see an
+ * area that SETUP has finished: here SETUP fails in its last step (its
+ * argument is read-only) again and again while another thread maps the
+ * counter page.  Before the fix mmap() read the page array that a failing
+ * SETUP freed, a window of a few instructions: a real-time thread on the
+ * mapping thread's CPU preempts it at random points (with CONFIG_PREEMPT,
+ * as the debug kernel has it), stretching the window to a millisecond,
+ * and KASAN reported the use-after-free.
+ */
+struct setup_race {
+	int fd;
+	void *params;		/* read-only: SETUP fails with EFAULT */
+	atomic_bool stop;
+	long efaults, others;
+};
+
+static int pin_to_cpu(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	return sched_setaffinity(0, sizeof(set), &set) ? -errno : 0;
+}
+
+static void *fail_setup(void *arg)
+{
+	struct setup_race *r = arg;
+
+	pin_to_cpu(0);
+	while (!atomic_load(&r->stop)) {
+		if (uioctl(r->fd, UMMUNOTIFY_SETUP, r->params) == -EFAULT)
+			r->efaults++;
+		else
+			r->others++;
+	}
+	return NULL;
+}
+
+/* SCHED_FIFO on CPU 1: wake every 300 us, run for 1 ms. */
+static void *preempt_often(void *arg)
+{
+	struct sched_param param = { .sched_priority = 1 };
+	struct setup_race *r = arg;
+	struct timespec nap = { .tv_nsec = 300000 }, start;
+
+	pin_to_cpu(1);
+	if (sched_setscheduler(0, SCHED_FIFO, &param))
+		return NULL;
+	while (!atomic_load(&r->stop)) {
+		nanosleep(&nap, NULL);
+		clock_gettime(CLOCK_MONOTONIC, &start);
+		while (seconds_since(&start) < 1e-3)
+			;
+	}
+	return NULL;
+}
+
+TEST_F(bare, mmap_racing_a_failing_setup_maps_only_the_counter_page)
+{
+	struct ummunotify_params params = { 0 }, *p;
+	struct setup_race r = { 0 };
+	pthread_t setter, preempter;
+	struct timespec start;
+	long maps = 0;
+	__u64 *page;
+
+	ASSERT_LE(2, sysconf(_SC_NPROCESSORS_ONLN));
+	r.fd = open_dev(_metadata, O_RDWR);
+	ASSERT_EQ(WATCH_RING, exchange(r.fd, WATCH_RING));
+	r.params = read_only_copy(_metadata, &params, sizeof(params));
+	ASSERT_EQ(0, pin_to_cpu(1));
+	ASSERT_EQ(0, pthread_create(&setter, NULL, fail_setup, &r));
+	ASSERT_EQ(0, pthread_create(&preempter, NULL, preempt_often, &r));
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	while (seconds_since(&start) < RACE_SECONDS) {
+		page = mmap(NULL, ps, PROT_READ, MAP_SHARED, r.fd, 0);
+		ASSERT_NE(MAP_FAILED, page) TH_LOG("%s", strerror(errno));
+		/* The counter of a file nothing was registered on. */
+		ASSERT_EQ(0ULL, *page);
+		ASSERT_EQ(0, munmap(page, ps));
+		maps++;
+	}
+	atomic_store(&r.stop, true);
+	ASSERT_EQ(0, pthread_join(setter, NULL));
+	ASSERT_EQ(0, pthread_join(preempter, NULL));
+	EXPECT_LT(0, r.efaults);
+	EXPECT_EQ(0, r.others);
+	TH_LOG("%ld mmaps raced %ld failing SETUPs", maps, r.efaults);
+
+	/* Nothing of the failed attempts stayed: a real SETUP works. */
+	ASSERT_EQ(0, setup(r.fd, &params, 0, 0));
+	p = mmap(NULL, params.mmap_size, PROT_READ, MAP_SHARED, r.fd, 0);
+	ASSERT_NE(MAP_FAILED, p);
+	EXPECT_EQ(params.ring_entries - 1,
+		  *(__u32 *)((char *)p + params.off.ring_mask));
+	close(r.fd);
+}
+
+/*
+ * Forked children: the mappings of the file stay with its owner.  The
+ * child of a process that mapped them gets SIGSEGV where they were, and
+ * MADV_DOFORK cannot hand them down either.
+ */
+FIXTURE(owner)
+{
+	struct umn u;
+	char *buf;
+};
+
+FIXTURE_SETUP(owner)
+{
+	umn_init(_metadata, &self->u, WATCH_RING, 0, 0);
+	self->buf = map_guarded(_metadata, 1);
+}
+
+FIXTURE_TEARDOWN(owner)
+{
+	close(self->u.fd);
+}
+
+/* Fork a child that loads (or stores to) ADDR; what it died of. */
+static int child_touches(volatile __u64 *addr, bool store)
+{
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return -errno;
+	if (!pid) {
+		if (store)
+			*addr = 0;
+		_exit(*addr == ~0ULL);
+	}
+	return wait_child(pid);
+}
+
+TEST_F(owner, a_forked_child_inherits_no_mapping_of_the_file)
+{
+	struct ummunotify_watch w;
+
+	w = watch_range(_metadata, self->u.fd, self->buf, ps, 1, 0);
+	ASSERT_NE(0ULL, gen_of(&self->u, w.slot));
+	EXPECT_EQ(128 + SIGSEGV, child_touches((__u64 *)self->u.area, false));
+	EXPECT_EQ(128 + SIGSEGV,
+		  child_touches((__u64 *)(self->u.area +
+					  self->u.p.off.generations), false));
+	EXPECT_EQ(128 + SIGSEGV, child_touches(self->u.head, false));
+	EXPECT_EQ(128 + SIGSEGV, child_touches(self->u.head, true));
+	/* The parent's head is as it left it. */
+	EXPECT_EQ(0ULL, *self->u.head);
+}
+
+TEST_F(owner, madvise_dofork_cannot_hand_the_mappings_down)
+{
+	EXPECT_EQ(-1, madvise(self->u.area, self->u.p.mmap_size, MADV_DOFORK));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(-1, madvise(self->u.head, ps, MADV_DOFORK));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(128 + SIGSEGV, child_touches((__u64 *)self->u.area, false));
+	EXPECT_EQ(128 + SIGSEGV, child_touches(self->u.head, true));
+}
+
+TEST_F(bare, a_forked_child_inherits_no_2010_counter_page)
+{
+	int fd = open_dev(_metadata, O_RDONLY);
+	__u64 *counter = mmap(NULL, ps, PROT_READ, MAP_SHARED, fd, 0);
+
+	ASSERT_NE(MAP_FAILED, counter);
+	EXPECT_EQ(128 + SIGSEGV, child_touches(counter, false));
+	EXPECT_EQ(0ULL, *counter);
+	close(fd);
+}
+
+/* The area holds cookies user space chose: it is never code. */
+TEST_F(owner, no_mapping_of_the_file_can_be_executable)
+{
+	EXPECT_EQ(-EPERM, try_mmap(self->u.fd, self->u.p.mmap_size,
+				   PROT_READ | PROT_EXEC, MAP_SHARED, 0));
+	EXPECT_EQ(-EPERM, try_mmap(self->u.fd, ps,
+				   PROT_READ | PROT_WRITE | PROT_EXEC,
+				   MAP_SHARED, self->u.p.head_offset));
+	EXPECT_EQ(-1, mprotect(self->u.area, self->u.p.mmap_size,
+			       PROT_READ | PROT_EXEC));
+	EXPECT_EQ(EACCES, errno);
+	EXPECT_EQ(-1, mprotect(self->u.head, ps, PROT_READ | PROT_EXEC));
+	EXPECT_EQ(EACCES, errno);
+}
+
+TEST_F(bare, the_2010_counter_page_cannot_be_executable)
+{
+	int fd = open_dev(_metadata, O_RDONLY);
+	void *counter;
+
+	EXPECT_EQ(-EPERM, try_mmap(fd, ps, PROT_READ | PROT_EXEC, MAP_SHARED,
+				   0));
+	counter = mmap(NULL, ps, PROT_READ, MAP_SHARED, fd, 0);
+	ASSERT_NE(MAP_FAILED, counter);
+	EXPECT_EQ(-1, mprotect(counter, ps, PROT_READ | PROT_EXEC));
+	EXPECT_EQ(EACCES, errno);
+	close(fd);
+}
+
+/*
+ * A head user space set outside the ring makes it look full until read()
+ * puts the head back at the oldest entry.  When nothing was ever posted
+ * that is all read() does: nothing faulted, there is just nothing to
+ * read.
+ */
+TEST_F(owner, read_repairs_a_garbage_head_on_an_empty_ring_without_efault)
+{
+	struct ummunotify_ring_event ev;
+	struct pollfd pfd = { .fd = self->u.fd, .events = POLLIN };
+	int flags = fcntl(self->u.fd, F_GETFL);
+
+	ASSERT_EQ(0, fcntl(self->u.fd, F_SETFL, flags | O_NONBLOCK));
+	set_head(&self->u, 12345);
+	EXPECT_EQ(1, poll(&pfd, 1, 0));
+	EXPECT_EQ(-EAGAIN, try_read(self->u.fd, &ev, sizeof(ev)));
+	EXPECT_EQ(0ULL, *self->u.head);
+	EXPECT_EQ(0, poll(&pfd, 1, 0));
+	/* And an event posted afterwards reads normally. */
+	watch_range(_metadata, self->u.fd, self->buf, ps, 7, 0);
+	clear_page(_metadata, self->buf);
+	EXPECT_EQ(EVENT_SIZE, try_read(self->u.fd, &ev, sizeof(ev)));
+	EXPECT_EQ(7ULL, ev.user_cookie);
+	EXPECT_EQ(UMMUNOTIFY_CAUSE_CLEAR, ev.cause);
+}
+
+/*
+ * Per-user limits: max_user_watches bounds the watches of all the files
+ * one user opened, in any process; max_user_pages their shared memory.
+ * The fixture lowers the parameters and restores them.
+ */
+#define TEST_UID	4242
+#define OTHER_UID	4343
+#define USER_WATCHES	8
+
+FIXTURE(user_limits)
+{
+	char watches[32], pages[32];
+	bool saved;
+};
+
+FIXTURE_SETUP(user_limits)
+{
+	ASSERT_EQ(0, read_file(PARAMS "max_user_watches", self->watches,
+			       sizeof(self->watches)))
+		TH_LOG("no max_user_watches parameter");
+	ASSERT_EQ(0, read_file(PARAMS "max_user_pages", self->pages,
+			       sizeof(self->pages)))
+		TH_LOG("no max_user_pages parameter");
+	self->saved = true;
+}
+
+FIXTURE_TEARDOWN(user_limits)
+{
+	if (!self->saved)
+		return;
+	EXPECT_EQ(0, write_file(PARAMS "max_user_watches", self->watches));
+	EXPECT_EQ(0, write_file(PARAMS "max_user_pages", self->pages));
+}
+
+static int set_param(const char *name, long value)
+{
+	char path[128], text[32];
+
+	snprintf(path, sizeof(path), PARAMS "%s", name);
+	snprintf(text, sizeof(text), "%ld\n", value);
+	return write_file(path, text) ? -errno : 0;
+}
+
+static int become(uid_t uid)
+{
+	return setresgid(uid, uid, uid) || setresuid(uid, uid, uid) ? -errno
+								     : 0;
+}
+
+/*
+ * A native file of the calling user with N watches of one page of BUF
+ * each, cookies from FIRST; the file, or -errno of the first that failed
+ * (the file is then closed).
+ */
+static int file_with_watches(char *buf, int n, __u64 first)
+{
+	struct ummunotify_params p;
+	int fd = open(DEVICE, O_RDWR | O_CLOEXEC);
+	int ret = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (exchange(fd, WATCH_RING) != WATCH_RING ||
+	    setup(fd, &p, 0, 64))
+		ret = -EPROTO;
+	for (int i = 0; !ret && i < n; i++) {
+		struct ummunotify_watch w = watch_arg(buf, ps, first + i, 0);
+
+		ret = uioctl(fd, UMMUNOTIFY_WATCH, &w);
+	}
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	return fd;
+}
+
+/* In a child as UID: N more watches in a new file; 0 or -errno. */
+static int watches_as(uid_t uid, char *buf, int n)
+{
+	pid_t pid = fork();
+	int fd;
+
+	if (pid < 0)
+		return -errno;
+	if (!pid) {
+		if (become(uid))
+			_exit(100);
+		fd = file_with_watches(buf, n, 1);
+		_exit(fd >= 0 ? 0 : fd == -ENOSPC ? 1 : 101);
+	}
+	switch (wait_child(pid)) {
+	case 0:
+		return 0;
+	case 1:
+		return -ENOSPC;
+	default:
+		return -EPROTO;
+	}
+}
+
+TEST_F(user_limits, max_user_watches_bounds_the_files_of_one_user_in_all_processes)
+{
+	char *buf = map_guarded(_metadata, 1);
+	int go[2], done[2], status;
+	char byte;
+	pid_t pid;
+
+	ASSERT_EQ(0, set_param("max_user_watches", USER_WATCHES));
+	ASSERT_EQ(0, pipe(go));
+	ASSERT_EQ(0, pipe(done));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		/* Two files of TEST_UID: 5 watches, then 3, then no more. */
+		int a, b, c;
+
+		if (become(TEST_UID))
+			_exit(10);
+		a = file_with_watches(buf, 5, 1);
+		b = file_with_watches(buf, 3, 1);
+		if (a < 0 || b < 0)
+			_exit(11);
+		c = file_with_watches(buf, 1, 1);
+		if (c != -ENOSPC)
+			_exit(12);
+		if (fdinfo(a, "user_watches") != USER_WATCHES)
+			_exit(13);
+		if (write(done[1], "r", 1) != 1 || read(go[0], &byte, 1) != 1)
+			_exit(14);
+		/* Five watches given back: five more fit. */
+		close(a);
+		if (write(done[1], "c", 1) != 1 || read(go[0], &byte, 1) != 1)
+			_exit(15);
+		_exit(0);
+	}
+	ASSERT_EQ(1, read(done[0], &byte, 1));
+	/* Another process of the same user: nothing left. */
+	EXPECT_EQ(-ENOSPC, watches_as(TEST_UID, buf, 1));
+	/* Another user has its own budget. */
+	EXPECT_EQ(0, watches_as(OTHER_UID, buf, USER_WATCHES));
+	/* Root raises the limit at run time. */
+	ASSERT_EQ(0, set_param("max_user_watches", USER_WATCHES + 2));
+	EXPECT_EQ(0, watches_as(TEST_UID, buf, 2));
+	EXPECT_EQ(-ENOSPC, watches_as(TEST_UID, buf, 3));
+	ASSERT_EQ(0, set_param("max_user_watches", USER_WATCHES));
+	ASSERT_EQ(1, write(go[1], "g", 1));
+	ASSERT_EQ(1, read(done[0], &byte, 1));
+	EXPECT_EQ(0, watches_as(TEST_UID, buf, 5));
+	EXPECT_EQ(-ENOSPC, watches_as(TEST_UID, buf, 6));
+	ASSERT_EQ(1, write(go[1], "g", 1));
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status))
+		TH_LOG("child status %#x", status);
+}
+
+TEST_F(user_limits, max_user_watches_bounds_2010_registrations_too)
+{
+	char *buf = map_guarded(_metadata, 1);
+	pid_t pid;
+
+	ASSERT_EQ(0, set_param("max_user_watches", 2));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		int fd;
+
+		if (become(TEST_UID))
+			_exit(10);
+		fd = open(DEVICE, O_RDONLY);
+		if (fd < 0 || register_region(fd, buf, ps, 1) ||
+		    register_region(fd, buf, ps, 2))
+			_exit(11);
+		_exit(register_region(fd, buf, ps, 3) == -ENOSPC ? 0 : 12);
+	}
+	EXPECT_EQ(0, wait_child(pid));
+}
+
+TEST_F(user_limits, max_user_pages_bounds_setup_and_open)
+{
+	pid_t pid;
+
+	ASSERT_EQ(0, set_param("max_user_pages", 4));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		struct ummunotify_params p;
+		int a, b, c, d;
+
+		if (become(TEST_UID))
+			_exit(10);
+		/* A header page each: 2 of 4. */
+		a = open(DEVICE, O_RDWR);
+		b = open(DEVICE, O_RDWR);
+		if (a < 0 || b < 0 || exchange(a, WATCH_RING) != WATCH_RING)
+			_exit(11);
+		/* 4096 slots and a 4096-entry ring: 49 pages. */
+		if (setup(a, &p, 0, 0) != -ENOSPC)
+			_exit(12);
+		/* A page of 512 slots, one of 64 events, the head: 3. */
+		if (setup(a, &p, 512, 64) != -ENOSPC)
+			_exit(13);
+		/* Just the page of slots: 3 of 4. */
+		if (exchange(b, UMMUNOTIFY_FEATURE_WATCH) !=
+		    UMMUNOTIFY_FEATURE_WATCH || setup(b, &p, 512, 0))
+			_exit(14);
+		c = open(DEVICE, O_RDWR);
+		if (c < 0 || fdinfo(c, "user_pages") != 4)
+			_exit(15);
+		if (open(DEVICE, O_RDWR) != -1 || errno != ENOSPC)
+			_exit(16);
+		/* b's two pages are back. */
+		close(b);
+		d = open(DEVICE, O_RDWR);
+		if (d < 0 || fdinfo(c, "user_pages") != 3)
+			_exit(17);
+		/* The failed SETUPs left a as new: 3 pages fit in 4 - 1. */
+		if (setup(a, &p, 512, 2) != -ENOSPC || close(c) || close(d) ||
+		    setup(a, &p, 512, 2) || fdinfo(a, "user_pages") != 4)
+			_exit(18);
+		_exit(0);
+	}
+	EXPECT_EQ(0, wait_child(pid));
+}
+
+/*
+ * WATCH waits for the invalidations already running in the address
+ * space (mmu_interval_read_begin()), which in a busy process may be long.
+ * It must not hold up the file while it waits: the event loop's read()
+ * goes on.  Here one thread keeps the address space invalidating, with
+ * MADV_DONTNEED over 16 GiB whose every 2 MiB has a page table (each call
+ * walks four million entries), while another WATCHes; once that one
+ * sleeps in mmu_interval_read_begin (its wchan says so), a read() and an
+ * UNREGISTER of an unknown cookie must return while it still sleeps.
+ */
+#define BUSY_LEN	(16UL << 30)
+#define BUSY_ROUNDS	20
+
+struct busy_mm {
+	struct umn *u;
+	char *buf;
+	char *busy;
+	atomic_int round;	/* watcher: the round to run */
+	atomic_int watched;	/* watcher: the last round it returned from */
+	atomic_int tid;
+	atomic_bool stop;
+};
+
+static void *invalidate_busily(void *arg)
+{
+	struct busy_mm *b = arg;
+
+	while (!atomic_load(&b->stop))
+		madvise(b->busy, BUSY_LEN, MADV_DONTNEED);
+	return NULL;
+}
+
+static void *watch_each_round(void *arg)
+{
+	struct busy_mm *b = arg;
+	int round;
+
+	atomic_store(&b->tid, gettid());
+	for (round = 1; round <= BUSY_ROUNDS; round++) {
+		struct ummunotify_watch w = watch_arg(b->buf, ps, 1000 + round,
+						      0);
+
+		while (atomic_load(&b->round) < round)
+			sched_yield();
+		if (atomic_load(&b->stop) ||
+		    uioctl(b->u->fd, UMMUNOTIFY_WATCH, &w))
+			break;
+		atomic_store(&b->watched, round);
+	}
+	return NULL;
+}
+
+static bool waits_in_read_begin(pid_t tid)
+{
+	char path[64], wchan[64];
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/wchan", tid);
+	return !read_file(path, wchan, sizeof(wchan)) &&
+	       !strcmp(wchan, "mmu_interval_read_begin");
+}
+
+TEST_F_TIMEOUT(owner, a_watch_waiting_for_a_busy_address_space_holds_up_no_read,
+	       120)
+{
+	struct busy_mm b = { .u = &self->u, .buf = self->buf };
+	struct ummunotify_ring_event ev;
+	pthread_t invalidator, watcher;
+	int round, caught = 0;
+
+	b.busy = mmap(NULL, BUSY_LEN, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	ASSERT_NE(MAP_FAILED, b.busy);
+	ASSERT_EQ(0, madvise(b.busy, BUSY_LEN, MADV_NOHUGEPAGE));
+	for (size_t off = 0; off < BUSY_LEN; off += 2UL << 20)
+		b.busy[off] = 1;
+	ASSERT_EQ(0, fcntl(self->u.fd, F_SETFL, O_NONBLOCK));
+	ASSERT_EQ(0, pthread_create(&invalidator, NULL, invalidate_busily, &b));
+	ASSERT_EQ(0, pthread_create(&watcher, NULL, watch_each_round, &b));
+	while (!atomic_load(&b.tid))
+		sched_yield();
+	for (round = 1; round <= BUSY_ROUNDS && !caught; round++) {
+		atomic_store(&b.round, round);
+		while (atomic_load(&b.watched) < round &&
+		       !waits_in_read_begin(b.tid))
+			sched_yield();
+		if (atomic_load(&b.watched) >= round)
+			continue;	/* it did not wait: another round */
+		EXPECT_EQ(-EAGAIN, try_read(self->u.fd, &ev, sizeof(ev)));
+		EXPECT_EQ(-EINVAL, unwatch(self->u.fd, 1));
+		/* Both went through while the WATCH still waits. */
+		if (waits_in_read_begin(b.tid) &&
+		    atomic_load(&b.watched) < round)
+			caught = round;
+		else
+			TH_LOG("round %d: the read waited for WATCH", round);
+		break;
+	}
+	atomic_store(&b.stop, true);
+	atomic_store(&b.round, BUSY_ROUNDS);
+	ASSERT_EQ(0, pthread_join(invalidator, NULL));
+	ASSERT_EQ(0, pthread_join(watcher, NULL));
+	EXPECT_NE(0, caught)
+		TH_LOG("in %d rounds no WATCH was caught waiting", round - 1);
+	munmap(b.busy, BUSY_LEN);
+}
+
+/*
+ * SIGIO with F_SETSIG queues a siginfo, which kill_fasync() allocates:
+ * never in the notifier, which may run where allocating is not allowed.
+ * The signal arrives all the same; a stack trace of its generation must
+ * not pass through the notifier callback.
+ */
+static char *read_trace(struct __test_metadata *_metadata)
+{
+	static char trace[1 << 17];
+	ssize_t n;
+	int fd;
+
+	fd = open(TRACING "trace", O_RDONLY);
+	ASSERT_LE(0, fd);
+	n = read(fd, trace, sizeof(trace) - 1);
+	close(fd);
+	ASSERT_LE(0, n);
+	trace[n] = '\0';
+	return trace;
+}
+
+TEST_F(owner, sigio_with_f_setsig_is_not_sent_from_the_notifier)
+{
+	const int sig = SIGRTMIN + 1;
+	char filter[64], *trace, *from, *notifier;
+	siginfo_t info;
+	sigset_t set;
+	struct timespec timeout = { .tv_sec = 10 };
+
+	if (access(TRACING "trace", F_OK))
+		ASSERT_EQ(0, mount("tracefs", TRACING, "tracefs", 0, NULL));
+	snprintf(filter, sizeof(filter), "stacktrace if sig == %d", sig);
+	ASSERT_EQ(0, write_file(TRACING "trace", ""));
+	ASSERT_EQ(0, write_file(TRACING "events/signal/signal_generate/trigger",
+				filter));
+	ASSERT_EQ(0, write_file(TRACING "events/signal/signal_generate/enable",
+				"1"));
+
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	ASSERT_EQ(0, sigprocmask(SIG_BLOCK, &set, NULL));
+	ASSERT_EQ(0, fcntl(self->u.fd, F_SETOWN, getpid()));
+	ASSERT_EQ(0, fcntl(self->u.fd, F_SETSIG, sig));
+	ASSERT_EQ(0, fcntl(self->u.fd, F_SETFL, O_ASYNC));
+	watch_range(_metadata, self->u.fd, self->buf, ps, 1, 0);
+	clear_page(_metadata, self->buf);
+	EXPECT_EQ(sig, sigtimedwait(&set, &info, &timeout));
+	EXPECT_EQ(self->u.fd, info.si_fd);
+
+	ASSERT_EQ(0, write_file(TRACING "events/signal/signal_generate/enable",
+				"0"));
+	snprintf(filter, sizeof(filter), "!stacktrace if sig == %d", sig);
+	ASSERT_EQ(0, write_file(TRACING "events/signal/signal_generate/trigger",
+				filter));
+	/*
+	 * From the irq_work, which may interrupt the notifier's thread: the
+	 * unwinder then goes on into the notifier's stack, below it.
+	 */
+	trace = read_trace(_metadata);
+	from = strstr(trace, "=> kill_fasync");
+	ASSERT_NE(NULL, from) TH_LOG("no stack trace of the signal:\n%s", trace);
+	notifier = strstr(from, "umn_invalidate");
+	if (notifier)
+		*notifier = '\0';
+	EXPECT_NE(NULL, strstr(from, "irq_work"))
+		TH_LOG("sent from the notifier:\n%s", trace);
+}
+
+int main(int argc, char **argv)
+{
+	if (access(DEVICE, R_OK | W_OK))
+		ksft_exit_skip("%s: %s (is the module loaded?)\n", DEVICE,
+			       strerror(errno));
+	return test_harness_run(argc, argv);
+}
