@@ -39,9 +39,10 @@ CFLAGS	+= -Wall -Wextra -I$(TOP)/include/uapi
 all: modules lib selftests tools
 
 # Kbuild writes objects beside the sources, so each kernel gets its own
-# tree of links to them under build/<release>/.
+# tree of links to them under build/<release>/.  A kernel rebuilt under
+# the same release (the debug kernel, for one) has a new Module.symvers.
 define kernel_module
-$(B)/$(1)/ummunotify.ko: $(MODULE_DEPS)
+$(B)/$(1)/ummunotify.ko: $(MODULE_DEPS) $(call kdir,$(1))/Module.symvers
 	@mkdir -p $(B)/$(1)/tree/drivers/ummunotify
 	@$$(foreach f,$(MODULE_FILES),ln -sfn $(TOP)/$$(f) $(B)/$(1)/tree/$$(f);)
 	@ln -sfn $(TOP)/include $(B)/$(1)/tree/include
