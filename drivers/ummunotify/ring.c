@@ -13,6 +13,14 @@
 #include <linux/vmalloc.h>
 
 #include "umn.h"
+#include "trace.h"
+
+static void umn_ring_write(struct umn_file *file,
+			   const struct ummunotify_ring_event *event)
+{
+	file->ring[file->tail++ & file->ring_mask] = *event;
+	trace_ummunotify_event(event);
+}
 
 /*
  * Append @event to the ring, preceded by an OVERFLOW event if some were
@@ -39,15 +47,14 @@ bool umn_ring_post(struct umn_file *file,
 		return false;
 	}
 	if (file->lost) {
-		file->ring[file->tail++ & file->ring_mask] =
-			(struct ummunotify_ring_event) {
+		umn_ring_write(file, &(struct ummunotify_ring_event) {
 				.cause = UMMUNOTIFY_CAUSE_OVERFLOW,
 				.slot = UMMUNOTIFY_NO_SLOT,
 				.generation = file->lost,
-			};
+			});
 		file->lost = 0;
 	}
-	file->ring[file->tail++ & file->ring_mask] = *event;
+	umn_ring_write(file, event);
 	/* Pairs with the consumer's acquire of the tail: entries first. */
 	smp_store_release((u64 *)(file->header + UMN_OFF_TAIL), file->tail);
 	return true;

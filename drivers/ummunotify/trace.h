@@ -6,6 +6,7 @@
 #define _UMMUNOTIFY_TRACE_H
 
 #include <linux/tracepoint.h>
+#include <linux/ummunotify.h>
 
 TRACE_EVENT(ummunotify_register,
 	    TP_PROTO(u64 cookie, u64 start, u64 end, u32 slot, int ret),
@@ -53,6 +54,27 @@ TRACE_EVENT(ummunotify_invalidate,
 		      __entry->cookie, __entry->start, __entry->end,
 		      __entry->cause,
 		      __entry->published ? "published" : "filtered")
+);
+
+TRACE_EVENT(ummunotify_event,
+	    TP_PROTO(const struct ummunotify_ring_event *event),
+	    TP_ARGS(event),
+	    TP_STRUCT__entry(__field(u64, cookie)
+			     __field(u64, start)
+			     __field(u64, end)
+			     __field(u64, generation)
+			     __field(u32, slot)
+			     __field(u16, cause)),
+	    TP_fast_assign(__entry->cookie = event->user_cookie;
+			   __entry->start = event->start;
+			   __entry->end = event->end;
+			   __entry->generation = event->generation;
+			   __entry->slot = event->slot;
+			   __entry->cause = event->cause;),
+	    TP_printk("cookie=%llu [%#llx, %#llx) cause=%u slot=%d generation=%llu",
+		      __entry->cookie, __entry->start, __entry->end,
+		      __entry->cause, (int)__entry->slot,
+		      __entry->generation)
 );
 
 #endif /* _UMMUNOTIFY_TRACE_H */
