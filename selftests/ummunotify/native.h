@@ -105,7 +105,7 @@ static inline void umn_init(struct __test_metadata *_metadata, struct umn *u,
 	char *page;
 
 	u->fd = open_dev(_metadata, O_RDWR);
-	ASSERT_EQ(features, exchange(u->fd, features));
+	ASSERT_EQ((long)features, exchange(u->fd, features));
 	ASSERT_EQ(0, setup(u->fd, &u->p, slots, ring_entries));
 	u->area = mmap(NULL, u->p.mmap_size, PROT_READ, MAP_SHARED, u->fd, 0);
 	ASSERT_NE(MAP_FAILED, u->area) TH_LOG("mmap: %s", strerror(errno));

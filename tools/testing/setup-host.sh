@@ -44,7 +44,7 @@ apt-get install -y -qq --no-install-recommends \
 	build-essential bc bison flex libelf-dev libssl-dev cpio kmod xz-utils zstd \
 	qemu-system-x86 busybox-static \
 	linux-image-amd64 linux-headers-amd64 linux-source-6.1 \
-	sparse coccinelle pkg-config \
+	sparse coccinelle pkg-config gcc-multilib \
 	rdma-core ibverbs-utils libibverbs-dev ibverbs-providers iproute2 \
 	libfabric-dev libfabric-bin openmpi-bin libopenmpi-dev \
 	gnuplot-nox python3 >/dev/null
