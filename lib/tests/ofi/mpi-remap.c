@@ -51,10 +51,43 @@ static void remap(void *buf, size_t len)
 	}
 }
 
-/* rounds messages of len bytes; returns wrong rounds (rank 1) and MB/s. */
-static int run(int rank, uint8_t *buf, size_t len, int rounds, int first,
+/*
+ * The message and the mapping it lies in: the message starts a little
+ * into its first page so that it never ends on a page boundary.  6.1's
+ * rdma_rxe has a bug there: rxe_mr_copy() steps to the next map of 256
+ * pages after copying the last page of one even when nothing is left to
+ * copy, so a copy ending exactly at the end of an MR that spans a multiple
+ * of 256 pages reads one pointer past mr->map.  Every rendezvous read of
+ * a page-aligned 1 MiB buffer did: KASAN reported slab-out-of-bounds in
+ * rxe_mr_copy.  A copy that ends inside a page never takes that step.
+ */
+struct msg {
+	uint8_t *map;
+	size_t span;
+	uint8_t *buf;
+	size_t len;
+};
+
+static void msg_place(struct msg *m, size_t len)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t off = (64 + len) % page ? 64 : 128;
+
+	m->len = len;
+	m->span = (off + len + page - 1) / page * page;
+	m->map = mmap(NULL, m->span, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m->map == MAP_FAILED)
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	m->buf = m->map + off;
+}
+
+/* rounds messages of m->len bytes; returns wrong rounds (rank 1), MB/s. */
+static int run(int rank, const struct msg *m, int rounds, int first,
 	       int replace, double *mbps)
 {
+	uint8_t *buf = m->buf;
+	size_t len = m->len;
 	double start;
 	int r, bad = 0;
 
@@ -63,7 +96,7 @@ static int run(int rank, uint8_t *buf, size_t len, int rounds, int first,
 	for (r = first; r < first + rounds; r++) {
 		if (rank == 0) {
 			if (replace)
-				remap(buf, len);
+				remap(m->map, m->span);
 			fill(buf, len, r);
 			MPI_Send(buf, (int)len, MPI_BYTE, 1, r, MPI_COMM_WORLD);
 		} else {
@@ -88,7 +121,7 @@ int main(int argc, char **argv)
 	int rounds = argc > 2 ? atoi(argv[2]) : 20;
 	int rank, size, bad_reuse, bad_replace;
 	double reuse, replace;
-	uint8_t *buf;
+	struct msg m;
 
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -98,13 +131,10 @@ int main(int argc, char **argv)
 			fprintf(stderr, "mpi-remap: run with two ranks\n");
 		MPI_Abort(MPI_COMM_WORLD, 2);
 	}
-	buf = mmap(NULL, len, PROT_READ | PROT_WRITE,
-		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (buf == MAP_FAILED)
-		MPI_Abort(MPI_COMM_WORLD, 2);
+	msg_place(&m, len);
 
-	bad_reuse = run(rank, buf, len, rounds, 0, 0, &reuse);
-	bad_replace = run(rank, buf, len, rounds, rounds, 1, &replace);
+	bad_reuse = run(rank, &m, rounds, 0, 0, &reuse);
+	bad_replace = run(rank, &m, rounds, rounds, 1, &replace);
 	if (rank == 1) {
 		printf("mpi-remap: %d rounds of %zu bytes: buffer reused: %d wrong, %.1f MB/s; replaced: %d wrong, %.1f MB/s\n",
 		       rounds, len, bad_reuse, reuse, bad_replace, replace);
