@@ -10,6 +10,7 @@
 #include <linux/list_lru.h>
 #include <linux/mm.h>
 #include <linux/mmu_notifier.h>
+#include <linux/pagemap.h>
 #include <linux/shrinker.h>
 #include <linux/slab.h>
 
@@ -18,6 +19,13 @@
 #define umn_event_exclusive(event)	((event) == MMU_NOTIFY_EXCLUSIVE)
 #else
 #define umn_event_exclusive(event)	false
+#endif
+
+#ifndef UMN_HAVE_FAULT_IN_WRITEABLE
+static inline size_t fault_in_writeable(char __user *uaddr, size_t size)
+{
+	return fault_in_pages_writeable(uaddr, size) ? size : 0;
+}
 #endif
 
 /*

@@ -46,36 +46,34 @@ static bool umn_readable(struct umn_file *file)
 
 /*
  * Something became readable.  kill_fasync() may allocate the signal's
- * queue entry (F_SETSIG), which the notifier must not: SIGIO is sent from
- * an irq_work, right after.
+ * queue entry (F_SETSIG) and, with F_SETOWN of a process group, signal
+ * every process in it: not in the notifier, which may run where neither
+ * is allowed, and not in interrupt context either.  SIGIO is sent from a
+ * work item, right after; queueing it allocates nothing.
  */
 void umn_wake(struct umn_file *file)
 {
 	if (wq_has_sleeper(&file->wait))
 		wake_up_interruptible(&file->wait);
 	if (READ_ONCE(file->fasync))
-		irq_work_queue(&file->fasync_work);
+		queue_work(system_wq, &file->sigio_work);
 }
 
-static void umn_send_sigio(struct irq_work *work)
+static void umn_send_sigio(struct work_struct *work)
 {
 	struct umn_file *file = container_of(work, struct umn_file,
-					     fasync_work);
+					     sigio_work);
 
 	kill_fasync(&file->fasync, SIGIO, POLL_IN);
 }
 
-/*
- * Granting changes nothing yet: the file speaks the 2010 ABI until
- * UMMUNOTIFY_SETUP turns the features on.  The 2010 test program passed
- * an uninitialised mask; it must keep working whatever it asked for.
- */
-static int umn_exchange_features(struct umn_file *file, u32 __user *argp)
+static int umn_try_exchange(struct umn_file *file, u32 __user *argp)
 {
 	u32 granted;
 	int ret = 0;
 
-	if (get_user(granted, argp))
+	/* Fail on an unwritable argument now, not under regions_lock. */
+	if (get_user(granted, argp) || put_user(granted, argp))
 		return -EFAULT;
 	granted &= UMN_SUPPORTED_FEATURES;
 	/* Pressure advisories are ring events. */
@@ -85,12 +83,30 @@ static int umn_exchange_features(struct umn_file *file, u32 __user *argp)
 	mutex_lock(&file->regions_lock);
 	if (file->used || file->set_up)
 		ret = -EINVAL;
-	else if (put_user(granted, argp))
-		ret = -EFAULT;
+	else if (copy_to_user_nofault(argp, &granted, sizeof(granted)))
+		ret = -EAGAIN;	/* not present: see umn_exchange_features() */
 	else
 		file->features = granted;
 	mutex_unlock(&file->regions_lock);
 	return ret;
+}
+
+/*
+ * Granting changes nothing yet: the file speaks the 2010 ABI until
+ * UMMUNOTIFY_SETUP turns the features on.  The 2010 test program passed
+ * an uninitialised mask; it must keep working whatever it asked for.
+ * Under regions_lock nothing faults: a page not present is faulted in
+ * without it, and the call made again.
+ */
+static int umn_exchange_features(struct umn_file *file, u32 __user *argp)
+{
+	int ret;
+
+	do {
+		ret = umn_try_exchange(file, argp);
+	} while (ret == -EAGAIN &&
+		 !fault_in_writeable((char __user *)argp, sizeof(*argp)));
+	return ret == -EAGAIN ? -EFAULT : ret;
 }
 
 static long umn_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
@@ -139,13 +155,16 @@ static bool umn_has_events(struct umn_file *file)
 }
 
 /*
- * What is readable can turn out to be gone when read (a head user space
- * moved meanwhile): that waits again, as an empty file does.
+ * regions_lock is not held across a fault: the copies do not fault
+ * (-EFAULT from the first event), and the buffer is faulted in without
+ * it.  What is readable can turn out to be gone when read (a head user
+ * space moved meanwhile): that waits again, as an empty file does.
  */
 static ssize_t umn_read(struct file *filp, char __user *buf, size_t count,
 			loff_t *pos)
 {
 	struct umn_file *file = filp->private_data;
+	size_t size;
 	ssize_t ret;
 
 	if (!umn_is_owner(file))
@@ -153,9 +172,9 @@ static ssize_t umn_read(struct file *filp, char __user *buf, size_t count,
 
 	mutex_lock(&file->regions_lock);
 	for (;;) {
-		if (count < (umn_has_ring(file) ?
-			     sizeof(struct ummunotify_ring_event) :
-			     sizeof(struct ummunotify_event))) {
+		size = umn_has_ring(file) ? sizeof(struct ummunotify_ring_event) :
+					    sizeof(struct ummunotify_event);
+		if (count < size) {
 			ret = -EINVAL;
 			break;
 		}
@@ -165,15 +184,19 @@ static ssize_t umn_read(struct file *filp, char __user *buf, size_t count,
 			ret = umn_has_ring(file) ?
 			      umn_read_ring(file, buf, count) :
 			      umn_read_reports(file, buf, count);
-		if (ret)
+		if (ret > 0)
 			break;
 		mutex_unlock(&file->regions_lock);
-		if (filp->f_flags & O_NONBLOCK)
-			return -EAGAIN;
-		ret = wait_event_interruptible(file->wait,
-					       umn_has_events(file));
+		if (ret == -EFAULT)
+			ret = fault_in_writeable(buf, size) ? -EFAULT : 0;
+		else if (filp->f_flags & O_NONBLOCK)
+			ret = -EAGAIN;
+		else
+			ret = wait_event_interruptible(file->wait,
+						       umn_has_events(file));
 		if (ret)
 			return ret;
+		cond_resched();
 		mutex_lock(&file->regions_lock);
 	}
 	mutex_unlock(&file->regions_lock);
@@ -259,7 +282,7 @@ static int umn_open(struct inode *inode, struct file *filp)
 	INIT_LIST_HEAD(&file->reports);
 	INIT_LIST_HEAD(&file->pressure_node);
 	init_waitqueue_head(&file->wait);
-	init_irq_work(&file->fasync_work, umn_send_sigio);
+	INIT_WORK(&file->sigio_work, umn_send_sigio);
 	file->notifier_ops.invalidate = umn_invalidate;
 	atomic_long_inc(&umn_nr_files);
 
@@ -280,7 +303,7 @@ static int umn_release(struct inode *inode, struct file *filp)
 	umn_remove_all(file);
 	/* No walk of the pressure list or notifier can queue SIGIO now. */
 	umn_pressure_del(file);
-	irq_work_sync(&file->fasync_work);
+	cancel_work_sync(&file->sigio_work);
 	umn_uncharge_pages(file, umn_area_pages(&file->area));
 	umn_free_area(&file->area);
 	__free_page(file->header_page);

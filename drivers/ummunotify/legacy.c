@@ -101,6 +101,7 @@ static void umn_consume(struct umn_file *file,
 /*
  * 2010 ABI.  Each event is copied out before it is dequeued, so that a
  * bad buffer loses nothing; regions_lock keeps the peeked region alive.
+ * The copies do not fault (see umn_read()).
  */
 ssize_t umn_read_reports(struct umn_file *file, char __user *buf,
 			 size_t count)
@@ -113,7 +114,7 @@ ssize_t umn_read_reports(struct umn_file *file, char __user *buf,
 		queued = umn_peek(file, &event);
 		if (IS_ERR(queued))
 			break;
-		if (copy_to_user(buf + done, &event, sizeof(event)))
+		if (copy_to_user_nofault(buf + done, &event, sizeof(event)))
 			return done ?: -EFAULT;
 		umn_consume(file, queued, &event);
 		done += sizeof(event);

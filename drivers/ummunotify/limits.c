@@ -3,8 +3,8 @@
  * What one file and one user may hold.  The device is open to every user
  * of a shared node, so besides the bound per file there is one per user,
  * over all the files that user's processes opened: watches (slab objects)
- * and pages of shared memory.  The opener's user is charged for the life
- * of the file, whoever the descriptor is passed to.
+ * and pages of memory.  The opener's user is charged for the life of the
+ * file, whoever the descriptor is passed to.
  */
 
 #include <linux/cred.h>
@@ -12,6 +12,7 @@
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/slab.h>
+#include <linux/user_namespace.h>
 
 #include "umn.h"
 
@@ -19,14 +20,54 @@ unsigned int max_regions = 1U << 20;
 module_param(max_regions, uint, 0644);
 MODULE_PARM_DESC(max_regions, "Maximum number of watches of one open file (default 1048576)");
 
-/* 0 at load time: sized from RAM in umn_limits_init(). */
-static unsigned long max_user_watches;
-module_param(max_user_watches, ulong, 0644);
-MODULE_PARM_DESC(max_user_watches, "Maximum number of watches of all the files one user opened (default: 1/32 of RAM's worth, from 8192 to 1048576)");
+/*
+ * A per-user limit: 0 (at load time or later) means the default, sized
+ * from RAM at load; reading the parameter shows the limit in force.
+ */
+struct umn_limit {
+	unsigned long max;
+	unsigned long dflt;
+};
 
-static unsigned long max_user_pages;
-module_param(max_user_pages, ulong, 0644);
-MODULE_PARM_DESC(max_user_pages, "Maximum number of pages of shared memory of all the files one user opened (default: 1/32 of RAM)");
+static int umn_limit_set(const char *val, const struct kernel_param *kp)
+{
+	struct umn_limit *limit = kp->arg;
+	unsigned long max;
+	int ret;
+
+	ret = kstrtoul(val, 0, &max);
+	if (!ret)
+		WRITE_ONCE(limit->max, max);
+	return ret;
+}
+
+static int umn_limit_get(char *buf, const struct kernel_param *kp)
+{
+	const struct umn_limit *limit = kp->arg;
+
+	return scnprintf(buf, PAGE_SIZE, "%lu\n",
+			 READ_ONCE(limit->max) ?: limit->dflt);
+}
+
+static const struct kernel_param_ops umn_limit_ops = {
+	.set	= umn_limit_set,
+	.get	= umn_limit_get,
+};
+
+static struct umn_limit max_user_watches;
+module_param_cb(max_user_watches, &umn_limit_ops, &max_user_watches, 0644);
+MODULE_PARM_DESC(max_user_watches, "Maximum number of watches of all the files one user opened (0: 1/32 of RAM's worth, from 8192 to 1048576)");
+
+static struct umn_limit max_user_pages;
+module_param_cb(max_user_pages, &umn_limit_ops, &max_user_pages, 0644);
+MODULE_PARM_DESC(max_user_pages, "Maximum number of pages of all the files one user opened (0: 1/32 of RAM)");
+
+/*
+ * What a file costs before SETUP: its header page, and what holding the
+ * opener's mm_struct costs once the process has exited (the mm_struct
+ * and its page table root).
+ */
+#define UMN_FILE_PAGES	3
 
 /**
  * struct umn_user - what the files one user opened hold
@@ -59,6 +100,28 @@ static bool umn_charge(atomic_long_t *used, long n, unsigned long max)
 	return true;
 }
 
+static unsigned long umn_limit(const struct umn_limit *limit)
+{
+	return READ_ONCE(limit->max) ?: limit->dflt;
+}
+
+/*
+ * The user to charge: the caller's (real) uid; in a user namespace, the
+ * user who made the outermost one.  The ids a namespace maps are its
+ * creator's to hand out: they must not each get a budget of their own
+ * (inotify charges every level of the hierarchy for the same reason).
+ */
+static kuid_t umn_charged_uid(void)
+{
+	const struct user_namespace *ns = current_user_ns();
+
+	if (ns == &init_user_ns)
+		return current_uid();
+	while (ns->parent != &init_user_ns)
+		ns = ns->parent;
+	return ns->owner;
+}
+
 /* umn_users_lock held. */
 static void umn_user_put(struct umn_user *user)
 {
@@ -68,10 +131,10 @@ static void umn_user_put(struct umn_user *user)
 	kfree(user);
 }
 
-/* Charge the opener's user for a new file and its first page, the header. */
+/* Charge the opener's user for a new file. */
 int umn_user_get(struct umn_file *file)
 {
-	kuid_t uid = current_uid();
+	kuid_t uid = umn_charged_uid();
 	struct umn_user *user;
 	int ret = 0;
 
@@ -88,7 +151,7 @@ int umn_user_get(struct umn_file *file)
 	hash_add(umn_users, &user->node, __kuid_val(uid));
 found:
 	user->files++;
-	if (umn_charge(&user->pages, 1, READ_ONCE(max_user_pages))) {
+	if (umn_charge(&user->pages, UMN_FILE_PAGES, umn_limit(&max_user_pages))) {
 		file->user = user;
 	} else {
 		umn_user_put(user);
@@ -102,7 +165,7 @@ out:
 /* The file is gone: what else it held was uncharged already. */
 void umn_user_release(struct umn_file *file)
 {
-	atomic_long_dec(&file->user->pages);
+	atomic_long_sub(UMN_FILE_PAGES, &file->user->pages);
 	mutex_lock(&umn_users_lock);
 	umn_user_put(file->user);
 	mutex_unlock(&umn_users_lock);
@@ -112,7 +175,7 @@ void umn_user_release(struct umn_file *file)
 int umn_charge_watch(struct umn_file *file)
 {
 	if (file->nr_regions >= READ_ONCE(max_regions) ||
-	    !umn_charge(&file->user->watches, 1, READ_ONCE(max_user_watches)))
+	    !umn_charge(&file->user->watches, 1, umn_limit(&max_user_watches)))
 		return -ENOSPC;
 	file->nr_regions++;
 	atomic_long_inc(&umn_nr_regions);
@@ -129,7 +192,7 @@ void umn_uncharge_watch(struct umn_file *file)
 int umn_charge_pages(struct umn_file *file, unsigned long pages)
 {
 	return umn_charge(&file->user->pages, pages,
-			  READ_ONCE(max_user_pages)) ? 0 : -ENOSPC;
+			  umn_limit(&max_user_pages)) ? 0 : -ENOSPC;
 }
 
 void umn_uncharge_pages(struct umn_file *file, unsigned long pages)
@@ -155,10 +218,8 @@ void umn_limits_init(void)
 {
 	unsigned long share = totalram_pages() / 32;
 
-	if (!max_user_watches)
-		max_user_watches = clamp(share * PAGE_SIZE /
-					 sizeof(struct umn_queued_region),
-					 8192UL, 1UL << 20);
-	if (!max_user_pages)
-		max_user_pages = share;
+	max_user_watches.dflt = clamp(share * PAGE_SIZE /
+				      sizeof(struct umn_queued_region),
+				      8192UL, 1UL << 20);
+	max_user_pages.dflt = share;
 }

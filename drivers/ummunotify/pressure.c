@@ -4,10 +4,12 @@
  * through a memcg-aware shrinker, to give back registrations.
  */
 
+#include <linux/hashtable.h>
 #include <linux/math64.h>
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/shrinker.h>
+#include <linux/slab.h>
 
 #include "umn.h"
 
@@ -25,16 +27,36 @@ static bool umn_pressure_ready;
 /*
  * Memory pressure.  The files of a memory cgroup that asked for pressure
  * events make one cache, in the shrinker's sense, whose objects are pages
- * they could give back: what each watches, up to what its process has
- * resident (the pinned pages of its registrations are among those).
- * Reclaim in that cgroup asks it for a share, as it asks every cache, in
- * proportion to its size and to how hard reclaim is trying.  Nothing here
- * can free those pages; each file is told, at most once per
- * pressure_interval_ms, how many bytes reclaim asked of it since the last
- * time, and only the application knows which registrations to drop.
+ * they could give back: what each watches, up to its share of what its
+ * process has resident (the pinned pages of its registrations are among
+ * those).  Reclaim in that cgroup, in an ancestor, or of the whole
+ * machine asks that cache for pages as it asks every cache; nothing here
+ * can free them.  Each call is split among the files, and each file is
+ * told, at most once per pressure_interval_ms, how many bytes reclaim
+ * asked of it since the last time: only the application knows which
+ * registrations to drop.
+ *
+ * A cgroup may hold many such files and reclaim runs often: a call looks
+ * at UMN_PRESSURE_WALK files at most, under the list's lock, and moves
+ * them to the end of the list so that the next call asks the next ones.
  */
+#define UMN_PRESSURE_WALK	32
+
+/* The files of one address space with FEATURE_PRESSURE share its RSS. */
+struct umn_pressure_mm {
+	struct hlist_node node;
+	struct mm_struct *mm;
+	unsigned int files;	/* under umn_pressure_mm_lock */
+};
+
+static DEFINE_HASHTABLE(umn_pressure_mms, 6);
+static DEFINE_MUTEX(umn_pressure_mm_lock);
+
 struct umn_pressure_walk {
-	unsigned long pages;	/* what the cgroup's files could give back */
+	unsigned long budget;	/* files still to look at */
+	unsigned long files;	/* files looked at */
+	unsigned long pages;	/* what they could give back */
+	unsigned long estimate;	/* ... all the cgroup's files, estimated */
 	unsigned long asked;	/* pages reclaim asks for */
 };
 
@@ -44,7 +66,9 @@ struct umn_pressure_walk {
  */
 static unsigned long umn_pressure_pages(struct umn_file *file)
 {
-	return min(READ_ONCE(file->watched_pages), get_mm_rss(file->mm));
+	return min(READ_ONCE(file->watched_pages),
+		   get_mm_rss(file->mm) /
+		   max(READ_ONCE(file->pressure_mm->files), 1U));
 }
 
 static enum lru_status umn_pressure_count_one(UMN_LRU_WALK_ARGS)
@@ -53,6 +77,7 @@ static enum lru_status umn_pressure_count_one(UMN_LRU_WALK_ARGS)
 					     pressure_node);
 	struct umn_pressure_walk *walk = arg;
 
+	walk->files++;
 	walk->pages += umn_pressure_pages(file);
 	return LRU_SKIP;
 }
@@ -71,10 +96,8 @@ static enum lru_status umn_pressure_ask_one(UMN_LRU_WALK_ARGS)
 	bool posted = false;
 
 	/* The sizes moved since they were added up: never more than asked. */
-	if (!walk->pages)
-		return LRU_SKIP;
 	share = min_t(u64, walk->asked,
-		      mul_u64_u64_div_u64(walk->asked, pages, walk->pages));
+		      mul_u64_u64_div_u64(walk->asked, pages, walk->estimate));
 	spin_lock(&file->lock);
 	file->pressure_pages = min(file->pressure_pages + share, pages);
 	if (file->pressure_pages && !file->released &&
@@ -90,43 +113,118 @@ static enum lru_status umn_pressure_ask_one(UMN_LRU_WALK_ARGS)
 	spin_unlock(&file->lock);
 	if (posted)
 		umn_wake(file);
-	return LRU_SKIP;
+	return LRU_ROTATE;
 }
 
-/* A file set up with FEATURE_PRESSURE joins its cgroup's list. */
+/*
+ * Before SETUP publishes a file with FEATURE_PRESSURE: count it among
+ * its address space's.
+ */
+int umn_pressure_prepare(struct umn_file *file)
+{
+	struct umn_pressure_mm *entry;
+	int ret = 0;
+
+	mutex_lock(&umn_pressure_mm_lock);
+	hash_for_each_possible(umn_pressure_mms, entry, node,
+			       (unsigned long)file->mm)
+		if (entry->mm == file->mm)
+			goto found;
+	entry = kzalloc(sizeof(*entry), GFP_KERNEL_ACCOUNT);
+	if (!entry) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	entry->mm = file->mm;
+	hash_add(umn_pressure_mms, &entry->node, (unsigned long)file->mm);
+found:
+	WRITE_ONCE(entry->files, entry->files + 1);
+	file->pressure_mm = entry;
+out:
+	mutex_unlock(&umn_pressure_mm_lock);
+	return ret;
+}
+
+/* Undo umn_pressure_prepare(), for a file that has left the list. */
+void umn_pressure_unprepare(struct umn_file *file)
+{
+	struct umn_pressure_mm *entry = file->pressure_mm;
+
+	if (!entry)
+		return;
+	mutex_lock(&umn_pressure_mm_lock);
+	WRITE_ONCE(entry->files, entry->files - 1);
+	if (!entry->files) {
+		hash_del(&entry->node);
+		kfree(entry);
+	}
+	mutex_unlock(&umn_pressure_mm_lock);
+	file->pressure_mm = NULL;
+}
+
+/* SETUP publishes the file: it joins its cgroup's list. */
 void umn_pressure_add(struct umn_file *file)
 {
 	list_lru_add_obj(&umn_pressure_lru, &file->pressure_node);
 }
 
+/* The file is closing: after this no walk can see it. */
 void umn_pressure_del(struct umn_file *file)
 {
 	list_lru_del_obj(&umn_pressure_lru, &file->pressure_node);
+	umn_pressure_unprepare(file);
 }
 
 /* Not NUMA aware: the cgroup's files may sit on any node. */
+static unsigned long umn_pressure_files(struct mem_cgroup *memcg)
+{
+	unsigned long files = 0;
+	int nid;
+
+	for_each_node_state(nid, N_NORMAL_MEMORY)
+		files += list_lru_count_one(&umn_pressure_lru, nid, memcg);
+	return files;
+}
+
 static void umn_pressure_walk(struct mem_cgroup *memcg, list_lru_walk_cb cb,
 			      struct umn_pressure_walk *walk)
 {
-	unsigned long nr;
+	unsigned long nr = walk->budget;
 	int nid;
 
 	for_each_node_state(nid, N_NORMAL_MEMORY) {
-		nr = ULONG_MAX;
 		list_lru_walk_one(&umn_pressure_lru, nid, memcg, cb, walk, &nr);
+		if (!nr)
+			break;
 	}
+}
+
+/* Look at the first files: what all of them could give back, estimated. */
+static unsigned long umn_pressure_sample(struct mem_cgroup *memcg,
+					 struct umn_pressure_walk *walk)
+{
+	unsigned long files = umn_pressure_files(memcg);
+
+	if (!files)
+		return 0;
+	walk->budget = UMN_PRESSURE_WALK;
+	umn_pressure_walk(memcg, umn_pressure_count_one, walk);
+	if (!walk->files)
+		return 0;
+	return mul_u64_u64_div_u64(walk->pages, files, walk->files);
 }
 
 static unsigned long umn_pressure_count(struct shrinker *shrinker,
 					struct shrink_control *sc)
 {
 	struct umn_pressure_walk walk = {};
+	unsigned long estimate;
 
 	/* Before 6.7 the list can only be set up after registration. */
 	if (!smp_load_acquire(&umn_pressure_ready))
 		return 0;
-	umn_pressure_walk(sc->memcg, umn_pressure_count_one, &walk);
-	return walk.pages;
+	estimate = umn_pressure_sample(sc->memcg, &walk);
+	return walk.files ? estimate : SHRINK_EMPTY;
 }
 
 static unsigned long umn_pressure_scan(struct shrinker *shrinker,
@@ -134,11 +232,15 @@ static unsigned long umn_pressure_scan(struct shrinker *shrinker,
 {
 	struct umn_pressure_walk walk = { .asked = sc->nr_to_scan };
 
-	umn_pressure_walk(sc->memcg, umn_pressure_count_one, &walk);
+	walk.estimate = umn_pressure_sample(sc->memcg, &walk);
+	if (!walk.estimate)
+		return SHRINK_STOP;
+	/* The same files, asked and moved to the end of the list. */
+	walk.budget = walk.files;
 	umn_pressure_walk(sc->memcg, umn_pressure_ask_one, &walk);
 	/*
 	 * Nothing here frees anything: the files were asked, and asking
-	 * again in this pass would only stall reclaim.
+	 * again in the same call would only stall reclaim.
 	 */
 	return SHRINK_STOP;
 }

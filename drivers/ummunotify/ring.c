@@ -84,7 +84,7 @@ void umn_free_area(struct umn_area *area)
 static int umn_alloc_area(struct umn_file *file, struct umn_area *area,
 			  u32 slots, size_t ring_bytes)
 {
-	size_t gen_bytes = (size_t)slots * sizeof(u64);
+	size_t gen_bytes = PAGE_ALIGN((size_t)slots * sizeof(u64));
 	unsigned int nr_pages = 1 + (gen_bytes + ring_bytes) / PAGE_SIZE;
 	struct page *page;
 
@@ -125,11 +125,13 @@ static int umn_setup_sizes(struct umn_file *file,
 	size_t gen_bytes = 0;
 
 	if (file->features & UMMUNOTIFY_FEATURE_WATCH) {
+		u32 max = READ_ONCE(max_regions);
+
 		params->slots = params->slots ?: UMN_DEFAULT_SLOTS;
-		if (params->slots > READ_ONCE(max_regions))
+		if (params->slots > max)
 			return -EINVAL;
 		gen_bytes = PAGE_ALIGN((size_t)params->slots * sizeof(u64));
-		params->slots = gen_bytes / sizeof(u64);
+		params->slots = min_t(size_t, gen_bytes / sizeof(u64), max);
 	} else if (params->slots) {
 		return -EINVAL;
 	}
@@ -152,9 +154,10 @@ static int umn_setup_sizes(struct umn_file *file,
 /*
  * Make the file's shared memory.  mmap() cannot take regions_lock, so it
  * sees the area only once set_up is true, complete; a SETUP that fails
- * (even in its last copy_to_user()) frees only memory nobody saw.
+ * (even in its last copy to user space) frees only memory nobody saw.
  */
-int umn_setup(struct umn_file *file, struct ummunotify_params __user *argp)
+static int umn_try_setup(struct umn_file *file,
+			 struct ummunotify_params __user *argp)
 {
 	struct ummunotify_params params;
 	struct umn_area area = {};
@@ -162,7 +165,9 @@ int umn_setup(struct umn_file *file, struct ummunotify_params __user *argp)
 	unsigned long charged = 0;
 	int ret;
 
-	if (copy_from_user(&params, argp, sizeof(params)))
+	/* Fail on an unwritable argument now, not under regions_lock. */
+	if (copy_from_user(&params, argp, sizeof(params)) ||
+	    copy_to_user(argp, &params, sizeof(params)))
 		return -EFAULT;
 	if (params.flags || params.reserved ||
 	    memchr_inv(params.reserved2, 0, sizeof(params.reserved2)))
@@ -175,7 +180,8 @@ int umn_setup(struct umn_file *file, struct ummunotify_params __user *argp)
 	ret = umn_setup_sizes(file, &params, &ring_bytes);
 	if (ret)
 		goto out_unlock;
-	gen_bytes = (size_t)params.slots * sizeof(u64);
+	/* Whole pages, whatever slots max_regions cut off the last one. */
+	gen_bytes = PAGE_ALIGN((size_t)params.slots * sizeof(u64));
 
 	/* The head page too. */
 	charged = (gen_bytes + ring_bytes) / PAGE_SIZE + !!ring_bytes;
@@ -185,6 +191,8 @@ int umn_setup(struct umn_file *file, struct ummunotify_params __user *argp)
 		goto out_unlock;
 	}
 	ret = umn_alloc_area(file, &area, params.slots, ring_bytes);
+	if (!ret && file->features & UMMUNOTIFY_FEATURE_PRESSURE)
+		ret = umn_pressure_prepare(file);
 	if (ret)
 		goto out_free;
 
@@ -199,8 +207,9 @@ int umn_setup(struct umn_file *file, struct ummunotify_params __user *argp)
 		.events = PAGE_SIZE + gen_bytes,
 		.head = 0,
 	};
-	ret = -EFAULT;
-	if (copy_to_user(argp, &params, sizeof(params)))
+	/* Not present: fault it in without the lock and start again. */
+	ret = -EAGAIN;
+	if (copy_to_user_nofault(argp, &params, sizeof(params)))
 		goto out_free;
 
 	file->area = area;
@@ -223,11 +232,23 @@ int umn_setup(struct umn_file *file, struct ummunotify_params __user *argp)
 	return 0;
 
 out_free:
+	umn_pressure_unprepare(file);
 	umn_free_area(&area);
 	umn_uncharge_pages(file, charged);
 out_unlock:
 	mutex_unlock(&file->regions_lock);
 	return ret;
+}
+
+int umn_setup(struct umn_file *file, struct ummunotify_params __user *argp)
+{
+	int ret;
+
+	do {
+		ret = umn_try_setup(file, argp);
+	} while (ret == -EAGAIN &&
+		 !fault_in_writeable((char __user *)argp, sizeof(*argp)));
+	return ret == -EAGAIN ? -EFAULT : ret;
 }
 
 /* Pages SETUP charged the opener's user for. */
@@ -262,7 +283,8 @@ bool umn_ring_readable(struct umn_file *file)
 
 /*
  * The ring, for event loops that prefer read() to the shared head.
- * Returns 0 if the ring turned out to be empty.
+ * Returns 0 if the ring turned out to be empty.  The copies do not fault
+ * (see umn_read()).
  */
 ssize_t umn_read_ring(struct umn_file *file, char __user *buf,
 		      size_t count)
@@ -276,8 +298,9 @@ ssize_t umn_read_ring(struct umn_file *file, char __user *buf,
 	tail = smp_load_acquire((u64 *)(file->header + UMN_OFF_TAIL));
 	head = umn_ring_head(file, tail);
 	for (; head != tail && count - done >= size; head++, done += size) {
-		if (copy_to_user(buf + done,
-				 &file->ring[head & file->ring_mask], size)) {
+		if (copy_to_user_nofault(buf + done,
+					 &file->ring[head & file->ring_mask],
+					 size)) {
 			ret = -EFAULT;
 			break;
 		}
@@ -288,29 +311,51 @@ ssize_t umn_read_ring(struct umn_file *file, char __user *buf,
 }
 
 /*
+ * Map @nr pages as special page table entries (VM_PFNMAP): get_user_pages()
+ * and so vmsplice(), process_vm_readv() and /proc/PID/mem cannot take
+ * references to them, which a child or another process could read later.
+ */
+static int umn_remap(struct vm_area_struct *vma, struct page **pages,
+		     unsigned long nr)
+{
+	unsigned long i;
+	int ret;
+
+	for (i = 0; i < nr; i++) {
+		ret = remap_pfn_range(vma, vma->vm_start + i * PAGE_SIZE,
+				      page_to_pfn(pages[i]), PAGE_SIZE,
+				      vma->vm_page_prot);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/*
  * Before the file's ring is set up, 1 page: the 2010 counter page.  After
  * it, at offset 0 the read-only area, at head_offset the ring's head, the
  * one writable page.
  *
- * A forked child must not read the ring nor move its head: VM_DONTCOPY
- * keeps fork() from copying the mapping, VM_IO keeps MADV_DOFORK from
- * undoing that (and get_user_pages() out).  The area holds the cookies
- * user space chose: never executable.
+ * Only the owner sees them: VM_DONTCOPY keeps fork() from copying the
+ * mapping (and VM_IO, which remap_pfn_range() sets, MADV_DOFORK from
+ * undoing that).  The area holds the cookies user space chose: never
+ * executable.  A process whose personality makes every readable mapping
+ * executable (READ_IMPLIES_EXEC) maps it all the same, not executable.
  */
 int umn_mmap(struct file *filp, struct vm_area_struct *vma)
 {
-	const vm_flags_t flags = VM_DONTCOPY | VM_IO | VM_DONTEXPAND |
-				 VM_DONTDUMP;
 	struct umn_file *file = filp->private_data;
 	struct page **pages = &file->header_page;
 	unsigned long nr_pages = 1;
+	vm_flags_t clear = VM_EXEC | VM_MAYEXEC;
 
 	if (vma->vm_mm != file->mm)
 		return -EPERM;
 	/* MAP_SHARED: VM_SHARED itself is cleared on a read-only file. */
 	if (!(vma->vm_flags & VM_MAYSHARE))
 		return -EINVAL;
-	if (vma->vm_flags & VM_EXEC)
+	if (vma->vm_flags & VM_EXEC &&
+	    !(current->personality & READ_IMPLIES_EXEC))
 		return -EPERM;
 
 	/* Pairs with umn_setup(): once set up, the area is complete. */
@@ -319,9 +364,8 @@ int umn_mmap(struct file *filp, struct vm_area_struct *vma)
 		    vma->vm_pgoff == file->area.nr_pages) {
 			if (vma_pages(vma) > 1)
 				return -EINVAL;
-			vm_flags_mod(vma, flags, VM_MAYEXEC);
-			return vm_insert_page(vma, vma->vm_start,
-					      file->area.head_page);
+			vm_flags_mod(vma, VM_DONTCOPY, clear);
+			return umn_remap(vma, &file->area.head_page, 1);
 		}
 		pages = file->area.pages;
 		nr_pages = file->area.nr_pages;
@@ -330,6 +374,6 @@ int umn_mmap(struct file *filp, struct vm_area_struct *vma)
 		return -EINVAL;
 	if (vma->vm_flags & VM_WRITE)
 		return -EPERM;
-	vm_flags_mod(vma, flags, VM_MAYWRITE | VM_MAYEXEC);
-	return vm_map_pages_zero(vma, pages, vma_pages(vma));
+	vm_flags_mod(vma, VM_DONTCOPY, clear | VM_MAYWRITE);
+	return umn_remap(vma, pages, vma_pages(vma));
 }

@@ -13,18 +13,20 @@
  * Locking, outermost first:
  *
  *   regions_lock	per file: setup, the cookie tree, slots, reading
- *			events.  Held across copy_to_user() and
- *			mmu_interval_notifier_insert(), which take
- *			mmap_lock: never taken under mmap_lock (->mmap)
- *			nor by the notifier.
- *   mmap_lock		the opener's, taken by the core mm
+ *			events.  Never held where a wait on the address
+ *			space could hold up the file: not across a fault
+ *			(user memory is copied with copy_to_user_nofault()
+ *			and faulted in after unlocking), nor across
+ *			mmu_interval_notifier_insert(), read_begin() or
+ *			remove().  Never taken under mmap_lock (->mmap) nor
+ *			by the notifier.
+ *   list_lru lock	the pressure list of a memory cgroup (pressure.c)
  *   lock		per file spinlock, the notifier's only lock: what
  *			invalidations publish.  Nothing sleeps under it.
  */
 #ifndef _UMMUNOTIFY_UMN_H
 #define _UMMUNOTIFY_UMN_H
 
-#include <linux/irq_work.h>
 #include <linux/list.h>
 #include <linux/list_lru.h>
 #include <linux/mmu_notifier.h>
@@ -34,6 +36,7 @@
 #include <linux/spinlock.h>
 #include <linux/types.h>
 #include <linux/wait.h>
+#include <linux/workqueue.h>
 
 #include <linux/ummunotify.h>
 
@@ -101,6 +104,7 @@ struct umn_area {
  * @dropped:		ring events dropped, ever
  * @filtered:		invalidations a watch's causes did not ask for
  * @pressure_node:	in umn_pressure_lru, with FEATURE_PRESSURE
+ * @pressure_mm:	the files of @mm with FEATURE_PRESSURE
  * @pressure_pages:	pages reclaim asked for since the last PRESSURE event
  * @pressure_next:	jiffies before which no PRESSURE event is posted
  * @header_page:	first page of the read-only area: counter, tail...
@@ -114,8 +118,9 @@ struct umn_area {
  * @ring_mask:		ring entries - 1
  * @wait:		readers and pollers
  * @fasync:		SIGIO subscribers
- * @fasync_work:	sends SIGIO outside the notifier, which must not
- *			allocate the signal's queue entry
+ * @sigio_work:		sends SIGIO outside the notifier, which must not
+ *			allocate the signal's queue entry nor walk a
+ *			process group
  * @notifier_ops:	the file's own, so that a region finds its file
  */
 struct umn_file {
@@ -143,6 +148,7 @@ struct umn_file {
 	u64 dropped;
 	atomic64_t filtered;
 	struct list_head pressure_node;
+	struct umn_pressure_mm *pressure_mm;
 	unsigned long pressure_pages;
 	unsigned long pressure_next;
 
@@ -158,7 +164,7 @@ struct umn_file {
 
 	wait_queue_head_t wait;
 	struct fasync_struct *fasync;
-	struct irq_work fasync_work;
+	struct work_struct sigio_work;
 	struct mmu_interval_notifier_ops notifier_ops;
 };
 
@@ -301,6 +307,8 @@ void umn_limits_init(void);
 
 /* pressure.c */
 int umn_pressure_init(void);
+int umn_pressure_prepare(struct umn_file *file);
+void umn_pressure_unprepare(struct umn_file *file);
 void umn_pressure_add(struct umn_file *file);
 void umn_pressure_del(struct umn_file *file);
 void umn_pressure_exit(void);
