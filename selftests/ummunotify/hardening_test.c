@@ -25,6 +25,8 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/personality.h>
+#include <sys/uio.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -136,6 +138,9 @@ TEST_F(bare, mmap_racing_a_failing_setup_maps_only_the_counter_page)
 		/* The counter of a file nothing was registered on. */
 		ASSERT_EQ(0ULL, *page);
 		ASSERT_EQ(0, munmap(page, ps));
+		/* Only the counter page: no SETUP ever succeeded. */
+		ASSERT_EQ(-EINVAL, try_mmap(r.fd, 2 * ps, PROT_READ, MAP_SHARED,
+					    0));
 		maps++;
 	}
 	atomic_store(&r.stop, true);
@@ -241,6 +246,65 @@ TEST_F(owner, no_mapping_of_the_file_can_be_executable)
 	EXPECT_EQ(EACCES, errno);
 	EXPECT_EQ(-1, mprotect(self->u.head, ps, PROT_READ | PROT_EXEC));
 	EXPECT_EQ(EACCES, errno);
+}
+
+/*
+ * A process whose personality makes every readable mapping executable
+ * (old 32-bit programs without PT_GNU_STACK) maps the counter page as
+ * before, but not executable.
+ */
+TEST_F(bare, read_implies_exec_maps_the_counter_page_without_exec)
+{
+	pid_t pid = fork();
+
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		int fd = open(DEVICE, O_RDONLY);
+		char line[256], want[32];
+		bool found = false;
+		void *counter;
+		FILE *maps;
+
+		if (fd < 0 || personality(READ_IMPLIES_EXEC) < 0)
+			_exit(10);
+		counter = mmap(NULL, ps, PROT_READ, MAP_SHARED, fd, 0);
+		if (counter == MAP_FAILED)
+			_exit(11);
+		snprintf(want, sizeof(want), "%lx-", (unsigned long)counter);
+		maps = fopen("/proc/self/maps", "r");
+		while (maps && fgets(line, sizeof(line), maps))
+			if (!strncmp(line, want, strlen(want)))
+				found = !strncmp(line + strcspn(line, " "),
+						 " r--s", 5);
+		_exit(found ? 0 : 12);
+	}
+	EXPECT_EQ(0, wait_child(pid));
+}
+
+/*
+ * The pages are special page table entries: nothing can take a reference
+ * to them, as vmsplice() or process_vm_readv() would, and hand them to
+ * another process to read later.
+ */
+TEST_F(owner, nothing_can_take_a_reference_to_the_shared_pages)
+{
+	struct iovec iov = { .iov_base = self->u.area, .iov_len = ps };
+	__u64 copy;
+	struct iovec local = { .iov_base = &copy, .iov_len = sizeof(copy) };
+	int pipefd[2];
+
+	ASSERT_EQ(0, pipe(pipefd));
+	EXPECT_EQ(-1, vmsplice(pipefd[1], &iov, 1, 0));
+	EXPECT_EQ(EFAULT, errno);
+	iov.iov_base = self->u.head;
+	EXPECT_EQ(-1, vmsplice(pipefd[1], &iov, 1, 0));
+	EXPECT_EQ(EFAULT, errno);
+	iov.iov_base = self->u.area;
+	iov.iov_len = sizeof(copy);
+	EXPECT_EQ(-1, process_vm_readv(getpid(), &local, 1, &iov, 1, 0));
+	EXPECT_EQ(EFAULT, errno);
+	close(pipefd[0]);
+	close(pipefd[1]);
 }
 
 TEST_F(bare, the_2010_counter_page_cannot_be_executable)
@@ -439,6 +503,65 @@ TEST_F(user_limits, max_user_watches_bounds_the_files_of_one_user_in_all_process
 		TH_LOG("child status %#x", status);
 }
 
+/*
+ * The ids a user namespace maps are its creator's to hand out: a process
+ * in one, whatever its uid there and whatever kernel uid that maps to, is
+ * charged to the user who made the namespace.  Here root maps the
+ * namespace TEST_UID made onto 1000 uids of its own; uid 0 in it is kernel
+ * uid 100000, which without that rule had a budget of its own.
+ */
+TEST_F(user_limits, a_user_namespace_shares_its_creators_budget)
+{
+	char *buf = map_guarded(_metadata, 1);
+	int ready[2], hold[2], go[2], status;
+	char byte, path[64];
+	pid_t holder, pid;
+
+	ASSERT_EQ(0, set_param("max_user_watches", USER_WATCHES));
+	ASSERT_EQ(0, pipe(ready));
+	ASSERT_EQ(0, pipe(hold));
+	ASSERT_EQ(0, pipe(go));
+	/* TEST_UID's budget, all of it, held by one process. */
+	holder = fork();
+	ASSERT_LE(0, holder);
+	if (!holder) {
+		if (become(TEST_UID) ||
+		    file_with_watches(buf, USER_WATCHES, 1) < 0 ||
+		    write(ready[1], "h", 1) != 1)
+			_exit(10);
+		_exit(read(hold[0], &byte, 1) == 1 ? 0 : 11);
+	}
+	ASSERT_EQ(1, read(ready[0], &byte, 1));
+
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		int fd;
+
+		if (become(TEST_UID) || unshare(CLONE_NEWUSER) ||
+		    write(ready[1], "n", 1) != 1 || read(go[0], &byte, 1) != 1)
+			_exit(20);
+		/* Root in the namespace: kernel uid 100000. */
+		if (setresgid(0, 0, 0) || setresuid(0, 0, 0))
+			_exit(21);
+		fd = file_with_watches(buf, 1, 1);
+		_exit(fd == -ENOSPC ? 0 : fd >= 0 ? 22 : 23);
+	}
+	ASSERT_EQ(1, read(ready[0], &byte, 1));
+	snprintf(path, sizeof(path), "/proc/%d/uid_map", pid);
+	ASSERT_EQ(0, write_file(path, "0 100000 1000\n"));
+	snprintf(path, sizeof(path), "/proc/%d/setgroups", pid);
+	ASSERT_EQ(0, write_file(path, "deny\n"));
+	snprintf(path, sizeof(path), "/proc/%d/gid_map", pid);
+	ASSERT_EQ(0, write_file(path, "0 100000 1000\n"));
+	ASSERT_EQ(1, write(go[1], "g", 1));
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_TRUE(WIFEXITED(status) && !WEXITSTATUS(status))
+		TH_LOG("namespace child status %#x", status);
+	ASSERT_EQ(1, write(hold[1], "g", 1));
+	EXPECT_EQ(0, wait_child(holder));
+}
+
 TEST_F(user_limits, max_user_watches_bounds_2010_registrations_too)
 {
 	char *buf = map_guarded(_metadata, 1);
@@ -465,7 +588,7 @@ TEST_F(user_limits, max_user_pages_bounds_setup_and_open)
 {
 	pid_t pid;
 
-	ASSERT_EQ(0, set_param("max_user_pages", 4));
+	ASSERT_EQ(0, set_param("max_user_pages", 10));
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (!pid) {
@@ -474,7 +597,7 @@ TEST_F(user_limits, max_user_pages_bounds_setup_and_open)
 
 		if (become(TEST_UID))
 			_exit(10);
-		/* A header page each: 2 of 4. */
+		/* Three pages a file: 6 of 10. */
 		a = open(DEVICE, O_RDWR);
 		b = open(DEVICE, O_RDWR);
 		if (a < 0 || b < 0 || exchange(a, WATCH_RING) != WATCH_RING)
@@ -482,26 +605,26 @@ TEST_F(user_limits, max_user_pages_bounds_setup_and_open)
 		/* 4096 slots and a 4096-entry ring: 49 pages. */
 		if (setup(a, &p, 0, 0) != -ENOSPC)
 			_exit(12);
-		/* A page of 512 slots, one of 64 events, the head: 3. */
-		if (setup(a, &p, 512, 64) != -ENOSPC)
+		/* A page of 512 slots, 20 of 2048 events, the head: 22. */
+		if (setup(a, &p, 512, 2048) != -ENOSPC)
 			_exit(13);
-		/* Just the page of slots: 3 of 4. */
+		/* Just the page of slots: 7 of 10. */
 		if (exchange(b, UMMUNOTIFY_FEATURE_WATCH) !=
 		    UMMUNOTIFY_FEATURE_WATCH || setup(b, &p, 512, 0))
 			_exit(14);
 		c = open(DEVICE, O_RDWR);
-		if (c < 0 || fdinfo(c, "user_pages") != 4)
+		if (c < 0 || fdinfo(c, "user_pages") != 10)
 			_exit(15);
 		if (open(DEVICE, O_RDWR) != -1 || errno != ENOSPC)
 			_exit(16);
-		/* b's two pages are back. */
+		/* b's four pages are back. */
 		close(b);
 		d = open(DEVICE, O_RDWR);
-		if (d < 0 || fdinfo(c, "user_pages") != 3)
+		if (d < 0 || fdinfo(c, "user_pages") != 9)
 			_exit(17);
-		/* The failed SETUPs left a as new: 3 pages fit in 4 - 1. */
+		/* The failed SETUPs left a as new: 3 pages fit in 10 - 3. */
 		if (setup(a, &p, 512, 2) != -ENOSPC || close(c) || close(d) ||
-		    setup(a, &p, 512, 2) || fdinfo(a, "user_pages") != 4)
+		    setup(a, &p, 512, 2) || fdinfo(a, "user_pages") != 6)
 			_exit(18);
 		_exit(0);
 	}
@@ -512,37 +635,27 @@ TEST_F(user_limits, max_user_pages_bounds_setup_and_open)
  * WATCH waits for the invalidations already running in the address
  * space (mmu_interval_read_begin()), which in a busy process may be long.
  * It must not hold up the file while it waits: the event loop's read()
- * goes on.  Here one thread keeps the address space invalidating, with
- * MADV_DONTNEED over 16 GiB whose every 2 MiB has a page table (each call
- * walks four million entries), while another WATCHes; once that one
- * sleeps in mmu_interval_read_begin (its wchan says so), a read() and an
- * UNREGISTER of an unknown cookie must return while it still sleeps.
+ * goes on.  Here one thread keeps the address space invalidating (see
+ * busy_start()) while another WATCHes; once that one sleeps in
+ * mmu_interval_read_begin (its wchan says so), a read() and an UNREGISTER
+ * of an unknown cookie must return while it still sleeps.  The watch is
+ * not made yet: UNREGISTER and RESIZE of its cookie fail with EBUSY and
+ * change nothing, and once the WATCH returns it is there.
  */
-#define BUSY_LEN	(16UL << 30)
 #define BUSY_ROUNDS	20
 
-struct busy_mm {
+struct busy_watcher {
 	struct umn *u;
 	char *buf;
-	char *busy;
-	atomic_int round;	/* watcher: the round to run */
-	atomic_int watched;	/* watcher: the last round it returned from */
+	atomic_int round;	/* the round to run */
+	atomic_int watched;	/* the last round it returned from */
 	atomic_int tid;
 	atomic_bool stop;
 };
 
-static void *invalidate_busily(void *arg)
-{
-	struct busy_mm *b = arg;
-
-	while (!atomic_load(&b->stop))
-		madvise(b->busy, BUSY_LEN, MADV_DONTNEED);
-	return NULL;
-}
-
 static void *watch_each_round(void *arg)
 {
-	struct busy_mm *b = arg;
+	struct busy_watcher *b = arg;
 	int round;
 
 	atomic_store(&b->tid, gettid());
@@ -572,19 +685,15 @@ static bool waits_in_read_begin(pid_t tid)
 TEST_F_TIMEOUT(owner, a_watch_waiting_for_a_busy_address_space_holds_up_no_read,
 	       120)
 {
-	struct busy_mm b = { .u = &self->u, .buf = self->buf };
+	struct busy_watcher b = { .u = &self->u, .buf = self->buf };
 	struct ummunotify_ring_event ev;
-	pthread_t invalidator, watcher;
+	struct ummunotify_watch w;
+	struct busy busy;
+	pthread_t watcher;
 	int round, caught = 0;
 
-	b.busy = mmap(NULL, BUSY_LEN, PROT_READ | PROT_WRITE,
-		      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	ASSERT_NE(MAP_FAILED, b.busy);
-	ASSERT_EQ(0, madvise(b.busy, BUSY_LEN, MADV_NOHUGEPAGE));
-	for (size_t off = 0; off < BUSY_LEN; off += 2UL << 20)
-		b.busy[off] = 1;
 	ASSERT_EQ(0, fcntl(self->u.fd, F_SETFL, O_NONBLOCK));
-	ASSERT_EQ(0, pthread_create(&invalidator, NULL, invalidate_busily, &b));
+	busy_start(_metadata, &busy);
 	ASSERT_EQ(0, pthread_create(&watcher, NULL, watch_each_round, &b));
 	while (!atomic_load(&b.tid))
 		sched_yield();
@@ -597,6 +706,9 @@ TEST_F_TIMEOUT(owner, a_watch_waiting_for_a_busy_address_space_holds_up_no_read,
 			continue;	/* it did not wait: another round */
 		EXPECT_EQ(-EAGAIN, try_read(self->u.fd, &ev, sizeof(ev)));
 		EXPECT_EQ(-EINVAL, unwatch(self->u.fd, 1));
+		EXPECT_EQ(-EBUSY, unwatch(self->u.fd, 1000 + round));
+		EXPECT_EQ(-EBUSY, resize(self->u.fd, &w, self->buf, 2 * ps,
+					 1000 + round, 0));
 		/* Both went through while the WATCH still waits. */
 		if (waits_in_read_begin(b.tid) &&
 		    atomic_load(&b.watched) < round)
@@ -607,18 +719,21 @@ TEST_F_TIMEOUT(owner, a_watch_waiting_for_a_busy_address_space_holds_up_no_read,
 	}
 	atomic_store(&b.stop, true);
 	atomic_store(&b.round, BUSY_ROUNDS);
-	ASSERT_EQ(0, pthread_join(invalidator, NULL));
+	busy_stop(_metadata, &busy);
 	ASSERT_EQ(0, pthread_join(watcher, NULL));
 	EXPECT_NE(0, caught)
 		TH_LOG("in %d rounds no WATCH was caught waiting", round - 1);
-	munmap(b.busy, BUSY_LEN);
+	/* The WATCH that was pending returned, its watch whole. */
+	EXPECT_EQ(caught, atomic_load(&b.watched));
+	EXPECT_EQ(0, unwatch(self->u.fd, 1000 + caught));
 }
 
 /*
- * SIGIO with F_SETSIG queues a siginfo, which kill_fasync() allocates:
- * never in the notifier, which may run where allocating is not allowed.
- * The signal arrives all the same; a stack trace of its generation must
- * not pass through the notifier callback.
+ * SIGIO with F_SETSIG queues a siginfo, which kill_fasync() allocates, and
+ * with F_SETOWN of a process group signals every process of it: never in
+ * the notifier, which may run where neither is allowed, nor in interrupt
+ * context.  The signal arrives all the same; a stack trace of its
+ * generation must show a worker thread, not the notifier.
  */
 static char *read_trace(struct __test_metadata *_metadata)
 {
@@ -638,7 +753,7 @@ static char *read_trace(struct __test_metadata *_metadata)
 TEST_F(owner, sigio_with_f_setsig_is_not_sent_from_the_notifier)
 {
 	const int sig = SIGRTMIN + 1;
-	char filter[64], *trace, *from, *notifier;
+	char filter[64], *trace, *from;
 	siginfo_t info;
 	sigset_t set;
 	struct timespec timeout = { .tv_sec = 10 };
@@ -668,18 +783,14 @@ TEST_F(owner, sigio_with_f_setsig_is_not_sent_from_the_notifier)
 	snprintf(filter, sizeof(filter), "!stacktrace if sig == %d", sig);
 	ASSERT_EQ(0, write_file(TRACING "events/signal/signal_generate/trigger",
 				filter));
-	/*
-	 * From the irq_work, which may interrupt the notifier's thread: the
-	 * unwinder then goes on into the notifier's stack, below it.
-	 */
+	/* From a worker thread: not the notifier, not an interrupt. */
 	trace = read_trace(_metadata);
 	from = strstr(trace, "=> kill_fasync");
 	ASSERT_NE(NULL, from) TH_LOG("no stack trace of the signal:\n%s", trace);
-	notifier = strstr(from, "umn_invalidate");
-	if (notifier)
-		*notifier = '\0';
-	EXPECT_NE(NULL, strstr(from, "irq_work"))
+	EXPECT_EQ(NULL, strstr(from, "umn_invalidate"))
 		TH_LOG("sent from the notifier:\n%s", trace);
+	EXPECT_NE(NULL, strstr(from, "worker_thread"))
+		TH_LOG("not sent from a work item:\n%s", trace);
 }
 
 int main(int argc, char **argv)

@@ -8,6 +8,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -390,5 +392,50 @@ static inline bool ranges_overlap(__u64 a, __u64 a_len, __u64 b, __u64 b_len)
 {
 	return a < b + b_len && b < a + a_len;
 }
+
+#ifdef __LP64__
+/*
+ * A thread that keeps the address space invalidating: MADV_DONTNEED over
+ * 16 GiB whose every 2 MiB has a page table, so that each call walks four
+ * million page table entries, again and again until busy_stop().
+ */
+#define BUSY_LEN	(16UL << 30)
+
+struct busy {
+	char *p;
+	pthread_t thread;
+	atomic_bool stop;
+};
+
+static inline void *busy_invalidating(void *arg)
+{
+	struct busy *b = arg;
+
+	while (!atomic_load(&b->stop))
+		madvise(b->p, BUSY_LEN, MADV_DONTNEED);
+	return NULL;
+}
+
+static inline void busy_start(struct __test_metadata *_metadata,
+			      struct busy *b)
+{
+	b->p = mmap(NULL, BUSY_LEN, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	ASSERT_NE(MAP_FAILED, b->p);
+	ASSERT_EQ(0, madvise(b->p, BUSY_LEN, MADV_NOHUGEPAGE));
+	for (size_t off = 0; off < BUSY_LEN; off += 2UL << 20)
+		b->p[off] = 1;
+	atomic_store(&b->stop, false);
+	ASSERT_EQ(0, pthread_create(&b->thread, NULL, busy_invalidating, b));
+}
+
+static inline void busy_stop(struct __test_metadata *_metadata,
+			     struct busy *b)
+{
+	atomic_store(&b->stop, true);
+	ASSERT_EQ(0, pthread_join(b->thread, NULL));
+	ASSERT_EQ(0, munmap(b->p, BUSY_LEN));
+}
+#endif
 
 #endif

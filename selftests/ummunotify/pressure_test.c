@@ -20,6 +20,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -286,6 +287,84 @@ TEST_F(pressure, reclaim_returns_promptly_with_a_watch_of_all_user_space)
 			TH_LOG("memory.reclaim has not returned in 10 s");
 		usleep(10000);
 	}
+	ASSERT_TRUE(WIFEXITED(status));
+	EXPECT_EQ(0, WEXITSTATUS(status));
+}
+
+/*
+ * Many files in one cgroup, all of one process, watching the same
+ * populated 64 MiB: a reclaim call looks at a bounded number of them,
+ * and together they count the process's memory once.  Before the fix
+ * every call walked every file three times under the list's spinlock
+ * (seconds at a few thousand files), and each file counted the whole RSS.
+ */
+#define MANY_FILES	8000
+#define MANY_WATCHED	(64UL << 20)	/* a few pages for each */
+#define PAGES_PARAM	"/sys/module/ummunotify/parameters/max_user_pages"
+
+static int child_with_many_files(void)
+{
+	struct rlimit nofile = { MANY_FILES + 64, MANY_FILES + 64 };
+	struct timespec start, end;
+	__u64 bytes, total = 0, resident;
+	static struct ring r[MANY_FILES];
+	char pid[32], *buf;
+	double took;
+	int i;
+
+	snprintf(pid, sizeof(pid), "%d", getpid());
+	if (setrlimit(RLIMIT_NOFILE, &nofile) ||
+	    write_file(CGROUP "/cgroup.procs", pid) ||
+	    write_file(CGROUP "/memory.max", "1073741824"))
+		return 10;
+	buf = mmap(NULL, MANY_WATCHED, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	if (buf == MAP_FAILED)
+		return 11;
+	for (i = 0; i < MANY_FILES; i++) {
+		r[i].params.slots = 512;
+		r[i].params.ring_entries = 64;
+		if (ring_open(&r[i], UMMUNOTIFY_FEATURE_PRESSURE) !=
+		    UMMUNOTIFY_FEATURE_PRESSURE ||
+		    ring_watch(&r[i], buf, MANY_WATCHED, 1))
+			return 12;
+	}
+	resident = resident_bytes();
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	if (write_file(CGROUP "/memory.reclaim", "1M") && errno != EAGAIN)
+		return 13;
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	took = end.tv_sec - start.tv_sec + (end.tv_nsec - start.tv_nsec) / 1e9;
+	fprintf(stderr, "# memory.reclaim with %d files: %.3f s\n",
+		MANY_FILES, took);
+	if (took >= 1.0)
+		return 14;
+	for (i = 0; i < MANY_FILES; i++) {
+		ring_pressure(&r[i], &bytes);
+		total += bytes;
+	}
+	if (!total || total > resident)
+		return 15;
+	return 0;
+}
+
+TEST_F_TIMEOUT(pressure, a_reclaim_call_costs_the_same_with_many_files, 300)
+{
+	char pages[32];
+	pid_t pid;
+	int status;
+
+	self->made_cgroup = make_cgroup();
+	ASSERT_TRUE(self->made_cgroup) TH_LOG("no cgroup v2 memory controller");
+	ASSERT_EQ(0, read_file(PAGES_PARAM, pages, sizeof(pages)));
+	ASSERT_EQ(0, write_file(PAGES_PARAM, "1000000"));
+	ASSERT_EQ(0, write_file(INTERVAL_PARAM, "0"));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid)
+		_exit(child_with_many_files());
+	ASSERT_EQ(pid, waitpid(pid, &status, 0));
+	EXPECT_EQ(0, write_file(PAGES_PARAM, pages));
 	ASSERT_TRUE(WIFEXITED(status));
 	EXPECT_EQ(0, WEXITSTATUS(status));
 }
