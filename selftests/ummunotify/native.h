@@ -22,11 +22,10 @@
 
 #include <linux/ummunotify.h>
 
+#include "calls.h"
 #include "kselftest_harness.h"
 #include "sysfile.h"
 
-#define DEVICE		"/dev/ummunotify"
-#define SYSFS_DIR	"/sys/class/misc/ummunotify/"
 #define MAX_REGIONS	"/sys/module/ummunotify/parameters/max_regions"
 
 #define WATCH_RING	(UMMUNOTIFY_FEATURE_WATCH | UMMUNOTIFY_FEATURE_RING)
@@ -40,12 +39,6 @@ static size_t ps;
 static void __attribute__((constructor)) init_page_size(void)
 {
 	ps = sysconf(_SC_PAGESIZE);
-}
-
-/* ioctl(), mmap() and read() as 0 or -errno, for the documented errors. */
-static inline int uioctl(int fd, unsigned long cmd, void *arg)
-{
-	return ioctl(fd, cmd, arg) ? -errno : 0;
 }
 
 static inline int try_mmap(int fd, size_t len, int prot, int flags,
@@ -64,25 +57,6 @@ static inline ssize_t try_read(int fd, void *buf, size_t len)
 	ssize_t ret = read(fd, buf, len);
 
 	return ret < 0 ? -errno : ret;
-}
-
-/* EXCHANGE_FEATURES: the features granted, or -errno. */
-static inline long exchange(int fd, __u32 wanted)
-{
-	__u32 features = wanted;
-	int ret = uioctl(fd, UMMUNOTIFY_EXCHANGE_FEATURES, &features);
-
-	return ret ?: (long)features;
-}
-
-static inline int setup(int fd, struct ummunotify_params *p, __u32 slots,
-			__u32 ring_entries)
-{
-	*p = (struct ummunotify_params) {
-		.slots = slots,
-		.ring_entries = ring_entries,
-	};
-	return uioctl(fd, UMMUNOTIFY_SETUP, p);
 }
 
 static inline int open_dev(struct __test_metadata *_metadata, int flags)
@@ -294,49 +268,6 @@ static inline void *read_only_copy(struct __test_metadata *_metadata,
 	memcpy(p, src, len);
 	ASSERT_EQ(0, mprotect(p, ps, PROT_READ));
 	return p;
-}
-
-/* The number on the line "KEY:" of /proc/self/fdinfo/FD, -1 if none. */
-static inline long long fdinfo(int fd, const char *key)
-{
-	size_t keylen = strlen(key);
-	long long value = -1;
-	char path[64], line[128];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
-	f = fopen(path, "re");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		if (!strncmp(line, key, keylen) && line[keylen] == ':') {
-			value = strtoll(line + keylen + 1, NULL, 0);
-			break;
-		}
-	}
-	fclose(f);
-	return value;
-}
-
-static inline long long read_number(const char *path)
-{
-	long long value = -1;
-	FILE *f = fopen(path, "re");
-
-	if (!f)
-		return -1;
-	if (fscanf(f, "%lld", &value) != 1)
-		value = -1;
-	fclose(f);
-	return value;
-}
-
-static inline long long sysfs(const char *name)
-{
-	char path[128];
-
-	snprintf(path, sizeof(path), SYSFS_DIR "%s", name);
-	return read_number(path);
 }
 
 static inline int write_max_regions(long long value)

@@ -41,10 +41,10 @@
 
 #include <linux/ummunotify.h>
 
+#include "calls.h"
 #include "kselftest_harness.h"
 #include "process.h"
 
-#define DEVICE		"/dev/ummunotify"
 #define EVENT		sizeof(struct ummunotify_event)
 /* A read() result of n whole events. */
 #define EVENTS(n)	((ssize_t)((n) * EVENT))
@@ -56,12 +56,6 @@
 #define WAIT_MS		(2 * WAKER_MS)
 
 static size_t page_size;
-
-/* ioctl() as 0 or -errno, so that one ASSERT checks both. */
-static int uioctl(int fd, unsigned long request, void *arg)
-{
-	return ioctl(fd, request, arg) ? -errno : 0;
-}
 
 static int register_region(int fd, const void *start, const void *end,
 			   __u64 cookie)
