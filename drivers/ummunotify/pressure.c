@@ -86,27 +86,33 @@ static enum lru_status umn_pressure_ask_one(UMN_LRU_WALK_ARGS)
 {
 	struct umn_file *file = container_of(item, struct umn_file,
 					     pressure_node);
-	unsigned long pages = umn_pressure_pages(file);
+	u64 pages = umn_pressure_pages(file);
 	struct umn_pressure_walk *walk = arg;
 	struct ummunotify_ring_event event = {
 		.slot = UMMUNOTIFY_NO_SLOT,
 		.cause = UMMUNOTIFY_CAUSE_PRESSURE,
 	};
-	unsigned long share;
 	bool posted = false;
+	u64 share;
 
-	/* The sizes moved since they were added up: never more than asked. */
-	share = min_t(u64, walk->asked,
-		      mul_u64_u64_div_u64(walk->asked, pages, walk->estimate));
+	/*
+	 * In bytes: a call's 128 pages split among thousands of files are
+	 * less than a page each.  The sizes moved since they were added
+	 * up: never more than asked.
+	 */
+	share = min_t(u64, (u64)walk->asked << PAGE_SHIFT,
+		      mul_u64_u64_div_u64((u64)walk->asked << PAGE_SHIFT,
+					  pages, walk->estimate));
 	spin_lock(&file->lock);
-	file->pressure_pages = min(file->pressure_pages + share, pages);
-	if (file->pressure_pages && !file->released &&
+	file->pressure_bytes = min(file->pressure_bytes + share,
+				   pages << PAGE_SHIFT);
+	if (file->pressure_bytes && !file->released &&
 	    time_after_eq(jiffies, file->pressure_next)) {
-		event.generation = (u64)file->pressure_pages << PAGE_SHIFT;
+		event.generation = file->pressure_bytes;
 		posted = umn_ring_post(file, &event);
 	}
 	if (posted) {
-		file->pressure_pages = 0;
+		file->pressure_bytes = 0;
 		file->pressure_next = jiffies +
 			msecs_to_jiffies(READ_ONCE(pressure_interval_ms));
 	}

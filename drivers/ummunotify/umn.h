@@ -105,7 +105,7 @@ struct umn_area {
  * @filtered:		invalidations a watch's causes did not ask for
  * @pressure_node:	in umn_pressure_lru, with FEATURE_PRESSURE
  * @pressure_mm:	the files of @mm with FEATURE_PRESSURE
- * @pressure_pages:	pages reclaim asked for since the last PRESSURE event
+ * @pressure_bytes:	bytes reclaim asked for since the last PRESSURE event
  * @pressure_next:	jiffies before which no PRESSURE event is posted
  * @header_page:	first page of the read-only area: counter, tail...
  * @area:		the rest of the shared memory, after SETUP
@@ -149,7 +149,7 @@ struct umn_file {
 	atomic64_t filtered;
 	struct list_head pressure_node;
 	struct umn_pressure_mm *pressure_mm;
-	unsigned long pressure_pages;
+	u64 pressure_bytes;
 	unsigned long pressure_next;
 
 	struct page *header_page;
