@@ -67,18 +67,10 @@ static void umn_send_sigio(struct work_struct *work)
 	kill_fasync(&file->fasync, SIGIO, POLL_IN);
 }
 
-static int umn_try_exchange(struct umn_file *file, u32 __user *argp)
+static int umn_try_exchange(struct umn_file *file, u32 granted,
+			    u32 __user *argp)
 {
-	u32 granted;
 	int ret = 0;
-
-	/* Fail on an unwritable argument now, not under regions_lock. */
-	if (get_user(granted, argp) || put_user(granted, argp))
-		return -EFAULT;
-	granted &= UMN_SUPPORTED_FEATURES;
-	/* Pressure advisories are ring events. */
-	if (!(granted & UMMUNOTIFY_FEATURE_RING))
-		granted &= ~UMMUNOTIFY_FEATURE_PRESSURE;
 
 	mutex_lock(&file->regions_lock);
 	if (file->used || file->set_up)
@@ -96,14 +88,23 @@ static int umn_try_exchange(struct umn_file *file, u32 __user *argp)
  * UMMUNOTIFY_SETUP turns the features on.  The 2010 test program passed
  * an uninitialised mask; it must keep working whatever it asked for.
  * Under regions_lock nothing faults: a page not present is faulted in
- * without it, and the call made again.
+ * without it, and the call made again.  The mask is read once, before:
+ * fault_in_writeable() overwrites what it faults in.
  */
 static int umn_exchange_features(struct umn_file *file, u32 __user *argp)
 {
+	u32 granted;
 	int ret;
 
+	/* Fail on an unwritable argument now, not under regions_lock. */
+	if (get_user(granted, argp) || put_user(granted, argp))
+		return -EFAULT;
+	granted &= UMN_SUPPORTED_FEATURES;
+	/* Pressure advisories are ring events. */
+	if (!(granted & UMMUNOTIFY_FEATURE_RING))
+		granted &= ~UMMUNOTIFY_FEATURE_PRESSURE;
 	do {
-		ret = umn_try_exchange(file, argp);
+		ret = umn_try_exchange(file, granted, argp);
 	} while (ret == -EAGAIN &&
 		 !fault_in_writeable((char __user *)argp, sizeof(*argp)));
 	return ret == -EAGAIN ? -EFAULT : ret;

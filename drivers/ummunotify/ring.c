@@ -157,21 +157,14 @@ static int umn_setup_sizes(struct umn_file *file,
  * (even in its last copy to user space) frees only memory nobody saw.
  */
 static int umn_try_setup(struct umn_file *file,
+			 const struct ummunotify_params *request,
 			 struct ummunotify_params __user *argp)
 {
-	struct ummunotify_params params;
+	struct ummunotify_params params = *request;
 	struct umn_area area = {};
 	size_t gen_bytes, ring_bytes;
 	unsigned long charged = 0;
 	int ret;
-
-	/* Fail on an unwritable argument now, not under regions_lock. */
-	if (copy_from_user(&params, argp, sizeof(params)) ||
-	    copy_to_user(argp, &params, sizeof(params)))
-		return -EFAULT;
-	if (params.flags || params.reserved ||
-	    memchr_inv(params.reserved2, 0, sizeof(params.reserved2)))
-		return -EINVAL;
 
 	mutex_lock(&file->regions_lock);
 	ret = -EINVAL;
@@ -240,12 +233,21 @@ out_unlock:
 	return ret;
 }
 
+/* The request is read once: fault_in_writeable() overwrites it. */
 int umn_setup(struct umn_file *file, struct ummunotify_params __user *argp)
 {
+	struct ummunotify_params request;
 	int ret;
 
+	/* Fail on an unwritable argument now, not under regions_lock. */
+	if (copy_from_user(&request, argp, sizeof(request)) ||
+	    copy_to_user(argp, &request, sizeof(request)))
+		return -EFAULT;
+	if (request.flags || request.reserved ||
+	    memchr_inv(request.reserved2, 0, sizeof(request.reserved2)))
+		return -EINVAL;
 	do {
-		ret = umn_try_setup(file, argp);
+		ret = umn_try_setup(file, &request, argp);
 	} while (ret == -EAGAIN &&
 		 !fault_in_writeable((char __user *)argp, sizeof(*argp)));
 	return ret == -EAGAIN ? -EFAULT : ret;

@@ -348,6 +348,75 @@ TEST_F(owner, read_repairs_a_garbage_head_on_an_empty_ring_without_efault)
 }
 
 /*
+ * EXCHANGE_FEATURES and SETUP write their result without faulting (they
+ * hold regions_lock); on a page not present they fault it in and start
+ * again.  Faulting in writes the page, so the request must have been read
+ * before: here another thread keeps zapping the argument's page (a
+ * shared memfd page keeps its contents, only the mapping goes), and every
+ * call must answer the request as it was made.
+ */
+struct zap {
+	void *page;
+	atomic_bool stop;
+};
+
+static void *zap_page(void *arg)
+{
+	struct zap *z = arg;
+
+	pin_to_cpu(1);
+	while (!atomic_load(&z->stop))
+		madvise(z->page, ps, MADV_DONTNEED);
+	return NULL;
+}
+
+TEST_F(bare, a_request_is_answered_as_made_when_its_page_goes_away)
+{
+	struct ummunotify_params *params;
+	struct zap z = { 0 };
+	struct timespec start;
+	long calls = 0;
+	pthread_t t;
+	int memfd, fd;
+	__u32 *mask;
+
+	memfd = memfd_create("request", 0);
+	ASSERT_LE(0, memfd);
+	ASSERT_EQ(0, ftruncate(memfd, ps));
+	z.page = mmap(NULL, ps, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	ASSERT_NE(MAP_FAILED, z.page);
+	mask = z.page;
+	params = (void *)((char *)z.page + 64);
+	pin_to_cpu(0);
+	ASSERT_EQ(0, pthread_create(&t, NULL, zap_page, &z));
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	while (seconds_since(&start) < RACE_SECONDS) {
+		fd = open("/dev/ummunotify", O_RDWR);
+		ASSERT_LE(0, fd);
+		*mask = UMMUNOTIFY_FEATURE_WATCH | UMMUNOTIFY_FEATURE_RING;
+		ASSERT_EQ(0, uioctl(fd, UMMUNOTIFY_EXCHANGE_FEATURES, mask));
+		ASSERT_EQ(UMMUNOTIFY_FEATURE_WATCH | UMMUNOTIFY_FEATURE_RING,
+			  *mask);
+		/* Rounded up to two pages of words; 512 if byte 0 were lost. */
+		*params = (struct ummunotify_params) {
+			.slots = 513,
+			.ring_entries = 2,
+		};
+		ASSERT_EQ(0, uioctl(fd, UMMUNOTIFY_SETUP, params));
+		ASSERT_EQ(1024U, params->slots);
+		ASSERT_EQ(2U, params->ring_entries);
+		close(fd);
+		calls++;
+	}
+	atomic_store(&z.stop, true);
+	pthread_join(t, NULL);
+	TH_LOG("%ld files set up while their arguments' page went away",
+	       calls);
+	munmap(z.page, ps);
+	close(memfd);
+}
+
+/*
  * Per-user limits: max_user_watches bounds the watches of all the files
  * one user opened, in any process; max_user_pages their shared memory.
  * The fixture lowers the parameters and restores them.
