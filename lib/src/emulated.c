@@ -143,6 +143,15 @@ static void emulated_pull_locked(struct umn *u)
 	WRITE_ONCE(u->fast.pulled, counter);
 }
 
+/* pull_lock held: the handle's descriptor polls readable until drained. */
+static void emulated_wake(struct umn *u)
+{
+	static const uint64_t one = 1;
+
+	if (!u->woken && write(u->wake_fd, &one, sizeof(one)) == sizeof(one))
+		u->woken = true;
+}
+
 /*
  * From umn_valid(): what this takes from the source no longer makes the
  * source's descriptor readable, so make the handle's readable instead,
@@ -150,13 +159,10 @@ static void emulated_pull_locked(struct umn *u)
  */
 void umn__pull(struct umn *u)
 {
-	static const uint64_t one = 1;
-
 	pthread_mutex_lock(&u->pull_lock);
 	emulated_pull_locked(u);
-	if ((u->pending_head != UMN_NIL || u->pressure) && !u->woken &&
-	    write(u->wake_fd, &one, sizeof(one)) == sizeof(one))
-		u->woken = true;
+	if (u->pending_head != UMN_NIL || u->pressure)
+		emulated_wake(u);
 	pthread_mutex_unlock(&u->pull_lock);
 }
 
@@ -246,18 +252,20 @@ static int emulated_resize(struct umn *u, struct umn_watch *w,
 /*
  * One report at a time, pull_lock dropped around the callback: it may
  * unwatch (itself or others), which takes pull_lock and unlinks reports.
+ * At most max of them.
  */
-static int emulated_drain(struct umn *u, umn_event_fn *fn, void *arg)
+static int emulated_drain(struct umn *u, umn_event_fn *fn, void *arg,
+			  size_t max)
 {
 	struct umn_record record;
 	struct umn_event event;
 	struct umn_slot *s;
 	uint64_t count;
-	int n = 0;
+	size_t n = 0;
 
 	pthread_mutex_lock(&u->pull_lock);
 	emulated_pull_locked(u);
-	while (u->pending_head != UMN_NIL) {
+	while (u->pending_head != UMN_NIL && n < max) {
 		s = &u->slots[u->pending_head];
 		event = (struct umn_event){
 			.watch = s->watch,
@@ -271,7 +279,7 @@ static int emulated_drain(struct umn *u, umn_event_fn *fn, void *arg)
 		n++;
 		pthread_mutex_lock(&u->pull_lock);
 	}
-	while (u->records_head != u->records_tail) {
+	while (u->records_head != u->records_tail && n < max) {
 		record = u->records[u->records_head++ & u->records_mask];
 		event = (struct umn_event){
 			.watch = &u->all,
@@ -286,7 +294,7 @@ static int emulated_drain(struct umn *u, umn_event_fn *fn, void *arg)
 		n++;
 		pthread_mutex_lock(&u->pull_lock);
 	}
-	if (u->pressure) {
+	if (u->pressure && n < max) {
 		event = (struct umn_event){
 			.cause = UMN_CAUSE_PRESSURE,
 			.value = u->pressure_bytes,
@@ -298,13 +306,19 @@ static int emulated_drain(struct umn *u, umn_event_fn *fn, void *arg)
 		n++;
 		pthread_mutex_lock(&u->pull_lock);
 	}
-	/* Everything the counter had shown is now reported. */
-	WRITE_ONCE(u->seen, READ_ONCE(u->fast.pulled));
-	if (u->woken && read(u->wake_fd, &count, sizeof(count)) ==
-			sizeof(count))
-		u->woken = false;
+	if (u->pending_head != UMN_NIL || u->records_head != u->records_tail ||
+	    u->pressure) {
+		/* Stopped at max: the rest is for the next drain. */
+		emulated_wake(u);
+	} else {
+		/* Everything the counter had shown is now reported. */
+		WRITE_ONCE(u->seen, READ_ONCE(u->fast.pulled));
+		if (u->woken && read(u->wake_fd, &count, sizeof(count)) ==
+				sizeof(count))
+			u->woken = false;
+	}
 	pthread_mutex_unlock(&u->pull_lock);
-	return n;
+	return (int)n;
 }
 
 const struct umn_ops umn__emulated_ops = {

@@ -67,14 +67,17 @@ struct umn_slot {
 
 struct umn;
 
-/* [0, 0) in watch() and add(): the whole address space. */
+/*
+ * [0, 0) in watch() and add(): the whole address space.  drain() reports
+ * at most max events and leaves the rest queued.
+ */
 struct umn_ops {
 	int (*watch)(struct umn *u, uint64_t start, uint64_t end,
 		     unsigned int causes, struct umn_watch *w);
 	int (*unwatch)(struct umn *u, struct umn_watch *w);
 	int (*resize)(struct umn *u, struct umn_watch *w, uint64_t start,
 		      uint64_t end);
-	int (*drain)(struct umn *u, umn_event_fn *fn, void *arg);
+	int (*drain)(struct umn *u, umn_event_fn *fn, void *arg, size_t max);
 };
 
 /*

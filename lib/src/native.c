@@ -120,9 +120,11 @@ static int native_report_dropped(struct umn *u, umn_event_fn *fn, void *arg)
  * whole-space watch must not catch up with them first), and after the
  * entries, because the in-band OVERFLOW comes only with the next event,
  * which may never come.  Drops happen only while the ring is full, when
- * umn_changed() is true, so a drain always follows them.
+ * umn_changed() is true, so a drain always follows them.  A drain that
+ * stops at max leaves the rest, losses included, to the next one.
  */
-static int native_drain(struct umn *u, umn_event_fn *fn, void *arg)
+static int native_drain(struct umn *u, umn_event_fn *fn, void *arg,
+			size_t max)
 {
 	const struct ummunotify_ring_event *ring = u->events;
 	uint32_t mask = READ_ONCE(*u->ring_mask);
@@ -130,9 +132,9 @@ static int native_drain(struct umn *u, umn_event_fn *fn, void *arg)
 	uint64_t tail = load_acquire(*u->tail);
 	struct ummunotify_ring_event in;
 	struct umn_event out;
-	int n = 0;
+	size_t n = 0;
 
-	while (head != tail) {
+	while (head != tail && n < max) {
 		in = ring[head & mask];
 		store_release(*u->head, ++head);
 		if (in.cause == UMN_CAUSE_OVERFLOW) {
@@ -150,7 +152,9 @@ static int native_drain(struct umn *u, umn_event_fn *fn, void *arg)
 		if (head == tail)
 			tail = load_acquire(*u->tail);
 	}
-	return n + native_report_dropped(u, fn, arg);
+	if (head == tail && n < max)
+		n += native_report_dropped(u, fn, arg);
+	return (int)n;
 }
 
 const struct umn_ops umn__native_ops = {

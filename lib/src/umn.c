@@ -445,18 +445,20 @@ void umn__report_loss(struct umn *u, umn_event_fn *fn, void *arg,
 		umn__all_reported(u, word);
 }
 
-int umn_drain(struct umn *u, umn_event_fn *fn, void *arg)
+/* At most max events to fn; the rest stay queued. */
+static int umn_drain_max(struct umn *u, umn_event_fn *fn, void *arg,
+			 size_t max)
 {
 	int ret = umn__lock(u);
 
 	if (ret)
 		return ret;
-	ret = u->ops->drain(u, fn, arg);
+	ret = u->ops->drain(u, fn, arg, max);
 	/*
 	 * Set by a reopen, or by a failure to pull or to keep a record,
 	 * which umn_valid() may make in another thread meanwhile.
 	 */
-	if (ret >= 0 &&
+	if (ret >= 0 && (size_t)ret < max &&
 	    __atomic_exchange_n(&u->lost, false, __ATOMIC_ACQ_REL)) {
 		umn__report_loss(u, fn, arg, 0);
 		ret++;
@@ -465,45 +467,35 @@ int umn_drain(struct umn *u, umn_event_fn *fn, void *arg)
 	return ret;
 }
 
+int umn_drain(struct umn *u, umn_event_fn *fn, void *arg)
+{
+	return umn_drain_max(u, fn, arg, SIZE_MAX);
+}
+
 struct copy_out {
 	struct umn_event *events;
-	size_t n;
 	size_t copied;
-	uint64_t folded;	/* events that did not fit */
 };
 
 static void copy_event(void *arg, const struct umn_event *event)
 {
 	struct copy_out *c = arg;
 
-	if (c->copied < c->n)
-		c->events[c->copied++] = *event;
-	else
-		c->folded++;
+	c->events[c->copied++] = *event;
 }
 
 /*
  * umn_drain() into an array, for callers that must not be called back
- * with the handle's lock held.  What does not fit is folded, with the
- * last event copied, into one OVERFLOW: the caller rechecks every watch,
- * and nothing is missed, because generation words are never lost.
+ * with the handle's lock held.  What does not fit stays queued for the
+ * next call.
  */
 int umn_read_events(struct umn *u, struct umn_event *events, size_t n)
 {
-	struct copy_out c = { events, n, 0, 0 };
-	int ret;
+	struct copy_out c = { events, 0 };
 
 	if (!n || n > INT_MAX)
 		return -EINVAL;
-	ret = umn_drain(u, copy_event, &c);
-	if (ret < 0)
-		return ret;
-	if (c.folded)
-		events[n - 1] = (struct umn_event){
-			.cause = UMN_CAUSE_OVERFLOW,
-			.value = c.folded + 1,
-		};
-	return (int)c.copied;
+	return umn_drain_max(u, copy_event, &c, n);
 }
 
 const struct umn_watch *umn_watch_all(struct umn *u)

@@ -242,6 +242,32 @@ static void test_a_full_ring_reports_overflow_and_keeps_generations(void)
 	CHECK_EQ(umn_close(u), 0);
 }
 
+/* A bounded read leaves the rest queued, the descriptor readable. */
+static void test_read_events_leaves_what_does_not_fit(void)
+{
+	char *p = guarded_pages(3);
+	struct pollfd pfd = { .events = POLLIN };
+	struct umn *u = open_umn();
+	struct umn_watch w[3];
+	struct umn_event ev;
+	unsigned int i;
+
+	pfd.fd = umn_fd(u);
+	for (i = 0; i < 3; i++)
+		CHECK_EQ(umn_watch(u, p + 2 * i * ps, ps, 0, &w[i]), 0);
+	for (i = 0; i < 3; i++)
+		CHECK(!munmap(p + 2 * i * ps, ps));
+	for (i = 0; i < 3; i++) {
+		CHECK(!umn_valid(u, &w[2 - i]));
+		CHECK_EQ(poll(&pfd, 1, 0), 1);
+		CHECK_EQ(umn_read_events(u, &ev, 1), 1);
+		CHECK_EQ(ev.cause, UMN_CAUSE_UNMAP);
+	}
+	CHECK_EQ(umn_read_events(u, &ev, 1), 0);
+	CHECK_EQ(poll(&pfd, 1, 0), 0);
+	CHECK_EQ(umn_close(u), 0);
+}
+
 /* Every change, with its exact range, and nothing for mprotect. */
 static void test_whole_space_watch_reports_exact_ranges(void)
 {
@@ -577,6 +603,7 @@ static const struct {
 	T(test_resize_follows_the_new_range),
 	T(test_fd_polls_readable_after_a_change),
 	T(test_a_full_ring_reports_overflow_and_keeps_generations),
+	T(test_read_events_leaves_what_does_not_fit),
 	T(test_a_forked_child_starts_afresh),
 	T(test_cache_never_serves_a_replaced_mapping),
 	T(test_cache_under_concurrent_replacement),
