@@ -4,33 +4,36 @@
  *
  * libfabric's MR cache talks to an imported monitor by (addr, len) only:
  * it registers, then subscribe()s the range, asks valid() on every hit,
- * and (from 2.0 on) unsubscribe()s when it uncaches an entry; 1.17 never
- * unsubscribes.  All three run under the cache's global lock (mm_lock).
- * The monitor gives each distinct range one watch and finds it through
- * a hash index, so valid() is a lookup and one load of the watch's
- * generation word, without a lock: writers change the index inside a
- * sequence count, which valid() rereads.
+ * and from 2.1 on unsubscribe()s each entry it uncaches, also right after
+ * a subscribe() that failed; 1.17 never unsubscribes.  All of these run
+ * under the cache's global lock, mm_lock, which notify() takes to drop the
+ * entries of every cache that overlap a range.
  *
- * Ranges shared by several caches (one per domain) share the watch,
- * counted by refs.  A watch that was made before a registration and is
- * still valid proves that registration current too, so a subscribe()
- * of a watched range reuses the watch even if it is invalid: the range
- * then reads invalid until the watch is retired, which only costs a
- * registration, and never leaves another cache trusting a replaced
- * watch.
+ * Each distinct range has one watch, found through a hash index; valid()
+ * is a lookup and one load of the watch's generation word, without a
+ * lock: writers change the index inside a sequence count, which valid()
+ * rereads.  The caches (one per domain) subscribing a range share its
+ * watch, counted by refs.
  *
- * A thread waits on the device and passes every invalidation to the
- * cache's notify(), which drops the entries at once, so pinned pages are
- * given back without waiting for the next lookup.  It then retires the
- * watches that fired.  The thread never blocks the unmapping thread (the
- * kernel has published the change before munmap() returns; valid() sees
- * it from then on) and holds none of our locks while it calls notify(),
- * which takes mm_lock: subscribe() holds mm_lock while it takes ours.
+ * What keeps a cached entry from trusting another watch than its own: an
+ * entry relies on the watch its subscribe() found live and valid, and a
+ * watch leaves the index only after notify() of its range has dropped the
+ * entries that rely on it.  A watch that fired, or one taken back for room
+ * (max_watches, or the kernel's limits), is first retired: no subscribe()
+ * attaches to it any more (those fail, and libfabric keeps the
+ * registration uncached), the thread passes its range to notify(), and
+ * only then unwatches it.  Until then valid() reads the kernel's word,
+ * which is right for as long as the range is watched.  An unsubscribe()
+ * of a live watch's last subscriber frees it at once: nothing relies on
+ * it.
  *
- * 1.17's cache never unsubscribes: watches of evicted entries stay until
- * their memory changes, and when max_watches are in use the least
- * recently valid()ated one is recycled (CLOCK), which at worst makes one
- * cached entry register again.
+ * The thread waits on the device, retires the watches that fired and runs
+ * the retirements.  It holds none of our locks while it calls notify():
+ * subscribe() holds mm_lock while it takes ours.  The thread that unmaps
+ * never waits for it: the kernel published the change before munmap()
+ * returned, and valid() sees it from then on.  notify() moves the entries
+ * to the cache's dead list; libfabric deregisters them, and gives their
+ * pages back, at its next search or flush.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -57,20 +60,39 @@
 #define DEFAULT_WATCHES	8192
 #define EVENT_BATCH	256
 
+enum watch_state {
+	W_FREE,
+	W_LIVE,		/* subscribe() attaches to it while it reads valid */
+	W_RETIRING,	/* queued for notify(), then freed by the thread */
+	W_FORKED,	/* a parent's, in a forked child: retired when used */
+};
+
+/*
+ * A watch, in one cache line.  valid() reads the first four fields, which
+ * change only inside the sequence count (umn_watch() writes w, which
+ * valid() never reads).
+ */
 struct mon_watch {
-	struct umn_watch w;	/* where it is while watched: events name it */
 	uint64_t addr;		/* the range; len 0: free */
 	uint64_t len;
+	const uint64_t *word;	/* w's */
+	uint64_t generation;
+	struct umn_watch w;	/* events name it */
+} __attribute__((aligned(64)));
+
+/* The rest of a watch, under the lock but for referenced. */
+struct mon_meta {
 	uint32_t refs;		/* subscribe()s not unsubscribe()d */
-	uint32_t next_free;
+	uint32_t next_free;	/* watch number + 1, or 0 */
+	uint8_t state;
 	bool referenced;	/* valid() since the clock hand passed */
 };
 
-struct range {
-	uint64_t addr;
-	uint64_t len;
-	struct mon_watch *mw;
-	uint64_t cookie;
+/* A retired watch and the range its notify() covers. */
+struct retiring {
+	uint64_t start;
+	uint64_t end;
+	uint32_t n;		/* watch number */
 };
 
 static struct monitor {
@@ -79,27 +101,35 @@ static struct monitor {
 	struct umn *u;
 	int open_ret;
 
-	pthread_mutex_t lock;		/* the table's writers */
+	pthread_mutex_t lock;		/* everything below but the stats */
 	uint64_t seq;			/* odd while the index changes */
 	struct mon_watch *watches;	/* max of them */
+	struct mon_meta *meta;		/* one per watch */
 	uint32_t *index;		/* watch number + 1, or 0; 2 * max */
-	struct range *scratch;		/* the thread's, max of them */
 	uint32_t max;
 	uint32_t mask;
 	uint32_t free_head;		/* watch number + 1, or 0 */
+	uint32_t nr_free;
+	uint32_t low_free;		/* recycle when nr_free falls to it */
 	uint32_t hand;			/* clock */
+	struct retiring *queue;		/* retired, to notify: max of them */
+	uint32_t queued;
+	struct retiring *batch;		/* the thread's copy of the queue */
+
+	pthread_t thread;
+	int kick_fd;			/* eventfd: work queued, or stop */
+	bool wanted;			/* between start() and stop() */
+	bool alive;			/* the thread runs (not in a child) */
+	bool stopping;
 
 	pthread_mutex_t import_lock;
 	bool imported;
-	pthread_t thread;
-	int stop_fd;
-	bool running;
 
 	struct umn_ofi_stats stats;
 } mon = {
 	.lock = PTHREAD_MUTEX_INITIALIZER,
 	.import_lock = PTHREAD_MUTEX_INITIALIZER,
-	.stop_fd = -1,
+	.kick_fd = -1,
 };
 
 static pthread_once_t mon_once = PTHREAD_ONCE_INIT;
@@ -109,6 +139,16 @@ static uint32_t hash(uint64_t addr, uint64_t len)
 	uint64_t h = (addr ^ (len << 20) ^ (len >> 12)) * 0x9e3779b97f4a7c15ULL;
 
 	return (uint32_t)(h >> 32) & mon.mask;
+}
+
+static uint32_t number(const struct mon_watch *mw)
+{
+	return (uint32_t)(mw - mon.watches);
+}
+
+static struct mon_meta *meta(const struct mon_watch *mw)
+{
+	return &mon.meta[number(mw)];
 }
 
 /*
@@ -149,7 +189,7 @@ static void index_insert(struct mon_watch *mw)
 
 	while (mon.index[i])
 		i = (i + 1) & mon.mask;
-	WRITE_ONCE(mon.index[i], (uint32_t)(mw - mon.watches) + 1);
+	WRITE_ONCE(mon.index[i], number(mw) + 1);
 }
 
 /*
@@ -158,7 +198,7 @@ static void index_insert(struct mon_watch *mw)
  */
 static void index_remove(struct mon_watch *mw)
 {
-	uint32_t n = (uint32_t)(mw - mon.watches) + 1;
+	uint32_t n = number(mw) + 1;
 	uint32_t hole = hash(mw->addr, mw->len), j, home;
 	struct mon_watch *other;
 
@@ -177,96 +217,157 @@ static void index_remove(struct mon_watch *mw)
 }
 
 /* lock held: unwatch and free mw. */
-static void watch_drop(struct mon_watch *mw)
+static void watch_free(struct mon_watch *mw)
 {
+	struct mon_meta *m = meta(mw);
+
 	seq_begin();
 	index_remove(mw);
 	WRITE_ONCE(mw->len, 0);
 	seq_end();
+	/* A parent's watch, in a forked child, is no longer the handle's. */
 	umn_unwatch(mon.u, &mw->w);
-	mw->refs = 0;
-	mw->next_free = mon.free_head;
-	mon.free_head = (uint32_t)(mw - mon.watches) + 1;
+	m->refs = 0;
+	m->state = W_FREE;
+	m->next_free = mon.free_head;
+	mon.free_head = number(mw) + 1;
+	mon.nr_free++;
 	stat_add(watches, -1);
 }
 
-/* lock held: drop the watch least recently found valid.  False: none. */
-static bool watch_recycle(void)
+/* lock held: the thread has work, or is to stop. */
+static void kick(void)
 {
-	uint64_t steps;
+	static const uint64_t one = 1;
+
+	if (mon.alive && write(mon.kick_fd, &one, sizeof(one)) < 0)
+		FI_WARN(&umn_ofi__prov, FI_LOG_MR,
+			"cannot wake the monitor's thread: %s\n",
+			strerror(errno));
+}
+
+/* lock held: no entry may rely on mw from now; notify [start, end). */
+static void retire(struct mon_watch *mw, uint64_t start, uint64_t end)
+{
+	meta(mw)->state = W_RETIRING;
+	mon.queue[mon.queued++] = (struct retiring){ start, end, number(mw) };
+	kick();
+}
+
+/* lock held: retire the watch least recently found valid. */
+static void recycle(void)
+{
 	struct mon_watch *mw;
+	struct mon_meta *m;
+	uint64_t steps;
 
 	for (steps = 0; steps < 2ULL * mon.max; steps++) {
 		mw = &mon.watches[mon.hand];
+		m = &mon.meta[mon.hand];
 		mon.hand = (mon.hand + 1) % mon.max;
-		if (!mw->len)
+		if (m->state != W_LIVE && m->state != W_FORKED)
 			continue;
-		if (READ_ONCE(mw->referenced)) {
-			WRITE_ONCE(mw->referenced, false);
+		if (READ_ONCE(m->referenced)) {
+			WRITE_ONCE(m->referenced, false);
 			continue;
 		}
-		watch_drop(mw);
+		retire(mw, mw->addr, mw->addr + mw->len);
 		stat_add(recycled, 1);
-		return true;
+		return;
 	}
-	return false;
 }
+
+/* lock held: a new watch of [addr, addr + len). */
+static int watch_new(uint64_t addr, uint64_t len)
+{
+	struct mon_watch *mw;
+	struct mon_meta *m;
+	int ret;
+
+	/* Retire ahead, so that the thread frees room before it runs out. */
+	if (mon.nr_free <= mon.low_free)
+		recycle();
+	if (!mon.free_head)
+		return -ENOSPC;
+	mw = &mon.watches[mon.free_head - 1];
+	m = meta(mw);
+	ret = umn_watch(mon.u, (void *)(uintptr_t)addr, len, 0, &mw->w);
+	if (ret) {
+		/* The kernel's limits: give one back for the next time. */
+		if (ret == -ENOSPC)
+			recycle();
+		return ret;
+	}
+	mon.free_head = m->next_free;
+	mon.nr_free--;
+	m->refs = 1;
+	m->state = W_LIVE;
+	WRITE_ONCE(m->referenced, true);
+	seq_begin();
+	WRITE_ONCE(mw->addr, addr);
+	WRITE_ONCE(mw->len, len);
+	WRITE_ONCE(mw->word, mw->w.word);
+	WRITE_ONCE(mw->generation, mw->w.generation);
+	index_insert(mw);
+	seq_end();
+	stat_add(watches, 1);
+	return 0;
+}
+
+static int thread_start(void);
 
 static int mon_subscribe(struct fid_mem_monitor *monitor, const void *addr,
 			 size_t len)
 {
 	uint64_t start = (uintptr_t)addr;
 	struct mon_watch *mw;
+	struct mon_meta *m;
 	int ret;
 
 	(void)monitor;
 	pthread_mutex_lock(&mon.lock);
 	stat_add(subscribes, 1);
+	/* A forked child's first subscribe() starts its thread. */
+	if (mon.wanted && !mon.alive)
+		thread_start();
 	mw = index_find(start, len);
-	if (mw) {
-		mw->refs++;
+	m = mw ? meta(mw) : NULL;
+	if (!mw) {
+		ret = watch_new(start, len);
+	} else if (m->state == W_LIVE && umn_valid(mon.u, &mw->w)) {
+		m->refs++;
 		stat_add(reused, 1);
-		pthread_mutex_unlock(&mon.lock);
-		return 0;
+		ret = 0;
+	} else {
+		/* Changed, its event not read yet; or a parent's. */
+		if (m->state != W_RETIRING)
+			retire(mw, start, start + len);
+		ret = -EAGAIN;
 	}
-	if (!mon.free_head && !watch_recycle()) {
-		pthread_mutex_unlock(&mon.lock);
-		return -ENOSPC;
-	}
-	mw = &mon.watches[mon.free_head - 1];
-	mon.free_head = mw->next_free;
-	ret = umn_watch(mon.u, addr, len, 0, &mw->w);
-	while (ret == -ENOSPC && watch_recycle())
-		ret = umn_watch(mon.u, addr, len, 0, &mw->w);
-	if (ret) {
-		mw->next_free = mon.free_head;
-		mon.free_head = (uint32_t)(mw - mon.watches) + 1;
-		pthread_mutex_unlock(&mon.lock);
-		return ret;
-	}
-	mw->refs = 1;
-	mw->referenced = true;
-	seq_begin();
-	WRITE_ONCE(mw->addr, start);
-	WRITE_ONCE(mw->len, len);
-	index_insert(mw);
-	seq_end();
-	stat_add(watches, 1);
+	if (ret)
+		stat_add(refused, 1);
 	pthread_mutex_unlock(&mon.lock);
-	return 0;
+	return ret;
 }
 
 static void mon_unsubscribe(struct fid_mem_monitor *monitor, const void *addr,
 			    size_t len)
 {
 	struct mon_watch *mw;
+	struct mon_meta *m;
 
 	(void)monitor;
 	pthread_mutex_lock(&mon.lock);
 	mw = index_find((uintptr_t)addr, len);
-	/* A range whose watch was retired or recycled meanwhile: nothing. */
-	if (mw && mw->refs && !--mw->refs)
-		watch_drop(mw);
+	m = mw ? meta(mw) : NULL;
+	/*
+	 * The thread frees a retiring watch; a live one, or a parent's, at its
+	 * last subscriber.  An unsubscribe() that follows a failed subscribe()
+	 * (2.1 does that) finds no watch or a retiring one.
+	 */
+	if (m && m->refs && !--m->refs &&
+	    (m->state == W_LIVE || m->state == W_FORKED))
+		watch_free(mw);
 	pthread_mutex_unlock(&mon.lock);
 }
 
@@ -276,166 +377,274 @@ static bool mon_valid(struct fid_mem_monitor *monitor, const void *addr,
 {
 	struct umn_watch copy = { 0 };
 	struct mon_watch *mw;
+	struct mon_meta *m;
 	uint64_t seq;
 
 	(void)monitor;
 	do {
 		seq = __atomic_load_n(&mon.seq, __ATOMIC_ACQUIRE);
-		if (seq & 1)
-			continue;
 		mw = index_find((uintptr_t)addr, len);
 		if (mw) {
-			copy.word = READ_ONCE(mw->w.word);
-			copy.generation = READ_ONCE(mw->w.generation);
+			copy.word = READ_ONCE(mw->word);
+			copy.generation = READ_ONCE(mw->generation);
 		}
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	} while ((seq & 1) || READ_ONCE(mon.seq) != seq);
 
-	if (!mw || !umn_valid(mon.u, &copy))
+	if (!mw || !umn_valid(mon.u, &copy)) {
+		stat_add(stale, 1);
 		return false;
-	if (!READ_ONCE(mw->referenced))
-		WRITE_ONCE(mw->referenced, true);
+	}
+	m = meta(mw);
+	if (!READ_ONCE(m->referenced))
+		WRITE_ONCE(m->referenced, true);
 	return true;
 }
 
-/* Retire the watches named by r[0..n) that fired, if still the same. */
-static void retire(struct range *r, size_t n)
-{
-	size_t i;
-
-	pthread_mutex_lock(&mon.lock);
-	for (i = 0; i < n; i++)
-		if (r[i].mw->len && r[i].mw->w.cookie == r[i].cookie &&
-		    !umn_valid(mon.u, &r[i].mw->w))
-			watch_drop(r[i].mw);
-	pthread_mutex_unlock(&mon.lock);
-}
-
-static void notify(uint64_t addr, uint64_t len)
-{
-	mon.fid.import_ops->notify(&mon.fid, (void *)(uintptr_t)addr, len);
-	stat_add(notified, 1);
-}
-
-/* Events were lost: every watch that reads invalid is an event. */
+/* lock held: events were lost, so every watch that reads invalid fired. */
 static void rescan(void)
 {
 	struct mon_watch *mw;
-	size_t n = 0, i;
 
 	stat_add(overflows, 1);
-	pthread_mutex_lock(&mon.lock);
 	for (mw = mon.watches; mw < mon.watches + mon.max; mw++)
-		if (mw->len && !umn_valid(mon.u, &mw->w))
-			mon.scratch[n++] = (struct range){
-				mw->addr, mw->len, mw, mw->w.cookie
-			};
-	pthread_mutex_unlock(&mon.lock);
-	for (i = 0; i < n; i++)
-		notify(mon.scratch[i].addr, mon.scratch[i].len);
-	retire(mon.scratch, n);
+		if (meta(mw)->state == W_LIVE && !umn_valid(mon.u, &mw->w))
+			retire(mw, mw->addr, mw->addr + mw->len);
 }
 
-/* lock held: the watch an event names, if it is one of ours. */
-static bool named_watch(const struct umn_watch *w, struct range *r)
+/*
+ * lock held: the watches events name.  Read under the lock that unwatch
+ * takes, an event's watch is the one it fired for.
+ */
+static void take_events(const struct umn_event *ev, int n)
 {
-	struct mon_watch *mw = (struct mon_watch *)w;
+	struct mon_watch *mw;
+	int i;
 
-	if (mw < mon.watches || mw >= mon.watches + mon.max)
-		return false;
-	*r = (struct range){ 0, 0, mw, mw->w.cookie };
-	return true;
+	for (i = 0; i < n; i++) {
+		if (ev[i].cause == UMN_CAUSE_OVERFLOW) {
+			rescan();
+			continue;
+		}
+		if (!ev[i].watch)
+			continue;
+		mw = (struct mon_watch *)((char *)ev[i].watch -
+					  offsetof(struct mon_watch, w));
+		stat_add(events, 1);
+		if (meta(mw)->state == W_LIVE)
+			retire(mw, ev[i].start, ev[i].end);
+	}
+}
+
+static int by_start(const void *a, const void *b)
+{
+	const struct retiring *x = a, *y = b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/*
+ * Pass the retired watches' ranges to notify(), merged where they touch
+ * (every call takes libfabric's locks), then free the watches.
+ */
+static void run_retirements(void)
+{
+	uint32_t i, j, n;
+	uint64_t end;
+
+	pthread_mutex_lock(&mon.lock);
+	n = mon.queued;
+	memcpy(mon.batch, mon.queue, n * sizeof(*mon.batch));
+	mon.queued = 0;
+	pthread_mutex_unlock(&mon.lock);
+	if (!n)
+		return;
+
+	qsort(mon.batch, n, sizeof(*mon.batch), by_start);
+	for (i = 0; i < n; i = j) {
+		end = mon.batch[i].end;
+		for (j = i + 1; j < n && mon.batch[j].start <= end; j++)
+			if (mon.batch[j].end > end)
+				end = mon.batch[j].end;
+		mon.fid.import_ops->notify(&mon.fid,
+					   (void *)(uintptr_t)mon.batch[i].start,
+					   end - mon.batch[i].start);
+		stat_add(notified, 1);
+	}
+
+	pthread_mutex_lock(&mon.lock);
+	for (i = 0; i < n; i++)
+		watch_free(&mon.watches[mon.batch[i].n]);
+	pthread_mutex_unlock(&mon.lock);
+}
+
+/* Why the thread stops early: the cache then relies on valid() alone. */
+static void *thread_failed(const char *what, int err)
+{
+	FI_WARN(&umn_ofi__prov, FI_LOG_MR,
+		"ummunotify monitor thread: %s: %s; cached registrations are now dropped only when looked up\n",
+		what, strerror(err));
+	return NULL;
 }
 
 static void *mon_thread(void *arg)
 {
-	struct pollfd pfd[2] = {
-		{ .fd = umn_fd(mon.u), .events = POLLIN },
-		{ .fd = mon.stop_fd, .events = POLLIN },
-	};
 	struct umn_event events[EVENT_BATCH];
-	struct range fired[EVENT_BATCH];
-	size_t nr_fired;
-	int n, i;
+	struct pollfd pfd[2];
+	uint64_t count;
+	bool stopping;
+	int n;
 
 	(void)arg;
-	while (!(pfd[1].revents & POLLIN)) {
-		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
-			break;
-		if (!(pfd[0].revents & POLLIN))
-			continue;
-		n = umn_read_events(mon.u, events, EVENT_BATCH);
+	for (;;) {
+		/* A batch at a time; in a forked child this reopens first. */
+		do {
+			pthread_mutex_lock(&mon.lock);
+			n = umn_read_events(mon.u, events, EVENT_BATCH);
+			if (n > 0)
+				take_events(events, n);
+			stopping = mon.stopping;
+			pthread_mutex_unlock(&mon.lock);
+		} while (n == EVENT_BATCH && !stopping);
+		if (stopping)
+			return NULL;
 		if (n < 0)
-			break;
-		nr_fired = 0;
-		pthread_mutex_lock(&mon.lock);
-		for (i = 0; i < n; i++)
-			if (events[i].watch &&
-			    named_watch(events[i].watch, &fired[nr_fired]))
-				nr_fired++;
-		pthread_mutex_unlock(&mon.lock);
-		for (i = 0; i < n; i++) {
-			if (events[i].cause == UMN_CAUSE_OVERFLOW) {
-				rescan();
-			} else if (events[i].watch) {
-				stat_add(events, 1);
-				notify(events[i].start,
-				       events[i].end - events[i].start);
-			}
-		}
-		retire(fired, nr_fired);
+			return thread_failed("reading events", -n);
+		run_retirements();
+
+		pfd[0] = (struct pollfd){ .fd = umn_fd(mon.u), .events = POLLIN };
+		pfd[1] = (struct pollfd){ .fd = mon.kick_fd, .events = POLLIN };
+		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
+			return thread_failed("poll", errno);
+		if (pfd[0].revents & (POLLERR | POLLHUP | POLLNVAL))
+			return thread_failed("the device", EIO);
+		if ((pfd[1].revents & POLLIN) &&
+		    read(mon.kick_fd, &count, sizeof(count)) < 0 &&
+		    errno != EAGAIN)
+			return thread_failed("the wakeup eventfd", errno);
 	}
-	return NULL;
 }
 
-static int mon_start(struct fid_mem_monitor *monitor)
+/* lock held. */
+static int thread_start(void)
 {
 	sigset_t all, old;
 	int ret;
 
-	(void)monitor;
-	mon.stop_fd = eventfd(0, EFD_CLOEXEC);
-	if (mon.stop_fd < 0)
+	mon.kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (mon.kick_fd < 0)
 		return -errno;
+	mon.stopping = false;
 	/* The application's signals are not for this thread. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	ret = pthread_create(&mon.thread, NULL, mon_thread, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (ret) {
-		close(mon.stop_fd);
-		mon.stop_fd = -1;
+		close(mon.kick_fd);
+		mon.kick_fd = -1;
+		FI_WARN(&umn_ofi__prov, FI_LOG_MR,
+			"cannot start the monitor's thread: %s\n",
+			strerror(ret));
 		return -ret;
 	}
+	mon.alive = true;
+	return 0;
+}
+
+static int mon_start(struct fid_mem_monitor *monitor)
+{
+	int ret = 0;
+
+	(void)monitor;
+	pthread_mutex_lock(&mon.lock);
+	if (!mon.alive)
+		ret = thread_start();
+	mon.wanted = !ret;
+	pthread_mutex_unlock(&mon.lock);
+	if (ret)
+		return ret;
 	WRITE_ONCE(mon.stats.started, true);
-	mon.running = true;
 	FI_INFO(&umn_ofi__prov, FI_LOG_MR,
 		"ummunotify memory monitor started\n");
 	return 0;
 }
 
+/* Also when the import is closed: join the thread, drop every watch. */
+static void mon_stop_all(void)
+{
+	struct mon_watch *mw;
+	bool alive;
+
+	pthread_mutex_lock(&mon.lock);
+	mon.wanted = false;
+	alive = mon.alive;
+	if (alive) {
+		mon.stopping = true;
+		kick();
+	}
+	pthread_mutex_unlock(&mon.lock);
+	if (alive)
+		pthread_join(mon.thread, NULL);
+
+	pthread_mutex_lock(&mon.lock);
+	if (mon.kick_fd >= 0)
+		close(mon.kick_fd);
+	mon.kick_fd = -1;
+	mon.alive = false;
+	for (mw = mon.watches; mw < mon.watches + mon.max; mw++)
+		if (mw->len)
+			watch_free(mw);
+	mon.queued = 0;
+	pthread_mutex_unlock(&mon.lock);
+	WRITE_ONCE(mon.stats.started, false);
+}
+
 /* The last cache is gone: nothing relies on any watch. */
 static void mon_stop(struct fid_mem_monitor *monitor)
 {
-	static const uint64_t one = 1;
-	struct mon_watch *mw;
-
 	(void)monitor;
-	if (!mon.running)
-		return;
-	if (write(mon.stop_fd, &one, sizeof(one)) == sizeof(one))
-		pthread_join(mon.thread, NULL);
-	close(mon.stop_fd);
-	mon.stop_fd = -1;
-	mon.running = false;
-	pthread_mutex_lock(&mon.lock);
-	for (mw = mon.watches; mw < mon.watches + mon.max; mw++)
-		if (mw->len)
-			watch_drop(mw);
-	pthread_mutex_unlock(&mon.lock);
-	WRITE_ONCE(mon.stats.started, false);
+	mon_stop_all();
 	FI_INFO(&umn_ofi__prov, FI_LOG_MR,
 		"ummunotify memory monitor stopped\n");
+}
+
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&mon.import_lock);
+	pthread_mutex_lock(&mon.lock);
+}
+
+static void fork_parent(void)
+{
+	pthread_mutex_unlock(&mon.lock);
+	pthread_mutex_unlock(&mon.import_lock);
+}
+
+/*
+ * The child has no thread, and shares the parent's eventfd: close it, so
+ * that stopping here never stops the parent's thread.  Its caches hold
+ * the parent's entries, which its handle's watches (reopened) no longer
+ * cover: the parent's watches read invalid here and stay in the index, so
+ * that no new watch of their range validates those entries, until the
+ * child subscribes the range (then notify() drops them first) or
+ * unsubscribes them all.  Retirements in flight are the child's now.
+ */
+static void fork_child(void)
+{
+	struct mon_watch *mw;
+
+	pthread_mutex_init(&mon.import_lock, NULL);
+	pthread_mutex_init(&mon.lock, NULL);
+	if (mon.kick_fd >= 0)
+		close(mon.kick_fd);
+	mon.kick_fd = -1;
+	mon.alive = false;
+	mon.stopping = false;
+	mon.queued = 0;
+	for (mw = mon.watches; mw < mon.watches + mon.max; mw++)
+		if (mw->len)
+			meta(mw)->state = W_FORKED;
 }
 
 static uint32_t max_watches(void)
@@ -448,8 +657,12 @@ static uint32_t max_watches(void)
 		return DEFAULT_WATCHES;
 	errno = 0;
 	v = strtoul(s, &end, 0);
-	if (errno || *end || v < 1 || v > (1UL << 24))
+	if (errno || *end || v < 1 || v > (1UL << 24)) {
+		FI_WARN(&umn_ofi__prov, FI_LOG_MR,
+			"FI_UMMUNOTIFY_MAX_WATCHES=%s is not 1 to 16777216: using %u\n",
+			s, DEFAULT_WATCHES);
 		return DEFAULT_WATCHES;
+	}
 	return (uint32_t)v;
 }
 
@@ -462,22 +675,30 @@ static void mon_open(void)
 	for (cap = 2; cap < 2 * mon.max; cap *= 2)
 		;
 	mon.mask = cap - 1;
-	mon.watches = calloc(mon.max, sizeof(*mon.watches));
+	mon.watches = aligned_alloc(_Alignof(struct mon_watch),
+				    mon.max * sizeof(*mon.watches));
 	mon.index = calloc(cap, sizeof(*mon.index));
-	mon.scratch = calloc(mon.max, sizeof(*mon.scratch));
-	if (!mon.watches || !mon.index || !mon.scratch) {
+	mon.meta = calloc(mon.max, sizeof(*mon.meta));
+	mon.queue = calloc(mon.max, sizeof(*mon.queue));
+	mon.batch = calloc(mon.max, sizeof(*mon.batch));
+	if (!mon.watches || !mon.meta || !mon.index || !mon.queue ||
+	    !mon.batch) {
 		mon.open_ret = -ENOMEM;
 		return;
 	}
+	memset(mon.watches, 0, mon.max * sizeof(*mon.watches));
 	for (i = 0; i < mon.max; i++)
-		mon.watches[i].next_free = i + 2 <= mon.max ? i + 2 : 0;
+		mon.meta[i].next_free = i + 2 <= mon.max ? i + 2 : 0;
 	mon.free_head = 1;
+	mon.nr_free = mon.max;
+	mon.low_free = mon.max / 16;
 
 	attr.max_watches = mon.max;
 	mon.open_ret = umn_open(&mon.u, &attr);
 	if (mon.open_ret)
 		return;
 	mon.stats.abi = umn_features(mon.u);
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
 
 	mon.ops = (struct fi_ops_mem_monitor){
 		.size = sizeof(mon.ops),
@@ -491,10 +712,33 @@ static void mon_open(void)
 	mon.fid.export_ops = &mon.ops;
 }
 
+struct fid_mem_monitor *umn_ofi__monitor(void)
+{
+	return &mon.fid;
+}
+
+/* libfabric's own monitors, whose names in FI_MR_CACHE_MONITOR it obeys. */
+static bool libfabric_monitor(const char *name)
+{
+	static const char *const names[] = {
+		"userfaultfd", "uffd", "memhooks", "kdreg2", "disabled",
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(name, names[i]))
+			return true;
+	return false;
+}
+
 int umn_ofi_import(void)
 {
+	const char *want = getenv("FI_MR_CACHE_MONITOR");
 	int ret;
 
+	/* libfabric would obey it at fi_ini(), but not after an import. */
+	if (want && libfabric_monitor(want))
+		return -EPERM;
 	pthread_once(&mon_once, mon_open);
 	if (mon.open_ret)
 		return mon.open_ret;
@@ -510,23 +754,37 @@ int umn_ofi_import(void)
 		mon.imported = true;
 		WRITE_ONCE(mon.stats.imported, true);
 		FI_INFO(&umn_ofi__prov, FI_LOG_MR,
-			"imported the ummunotify memory monitor (%s ABI, %u watches)\n",
+			"imported the ummunotify memory monitor (%s ABI, %u watches): it replaces libfabric's default monitor\n",
 			mon.stats.abi ? "native" : "2010", mon.max);
 	}
 	pthread_mutex_unlock(&mon.import_lock);
 	return ret;
 }
 
-void umn_ofi_stats(struct umn_ofi_stats *stats)
+void umn_ofi__close(void)
+{
+	pthread_mutex_lock(&mon.import_lock);
+	if (mon.imported) {
+		mon_stop_all();
+		fi_close(&mon.fid.fid);
+		mon.imported = false;
+		WRITE_ONCE(mon.stats.imported, false);
+	}
+	pthread_mutex_unlock(&mon.import_lock);
+}
+
+void umn_ofi_stats(struct umn_ofi_stats *stats, size_t size)
 {
 	const uint64_t *from = &mon.stats.watches;
-	uint64_t *to = &stats->watches;
-	size_t i, n = (sizeof(*stats) - offsetof(struct umn_ofi_stats,
-						 watches)) / sizeof(*to);
+	struct umn_ofi_stats s;
+	uint64_t *to = &s.watches;
+	size_t i, n = (sizeof(s) - offsetof(struct umn_ofi_stats, watches)) /
+		      sizeof(*to);
 
-	stats->imported = READ_ONCE(mon.stats.imported);
-	stats->started = READ_ONCE(mon.stats.started);
-	stats->abi = mon.stats.abi;
+	s.imported = READ_ONCE(mon.stats.imported);
+	s.started = READ_ONCE(mon.stats.started);
+	s.abi = mon.stats.abi;
 	for (i = 0; i < n; i++)
 		to[i] = READ_ONCE(from[i]);
+	memcpy(stats, &s, size < sizeof(s) ? size : sizeof(s));
 }

@@ -1,20 +1,24 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
- * Inside libummunotify-ofi: the provider that carries the monitor into
- * libfabric (provider.c) and logs for it, shared with monitor.c.
+ * Inside libummunotify-ofi: the monitor (monitor.c) and the provider that
+ * carries it into libfabric and names its log lines (provider.c).
  */
 #ifndef UMN_OFI_INTERNAL_H
 #define UMN_OFI_INTERNAL_H
 
+#include <rdma/fi_ext.h>
 #include <rdma/providers/fi_prov.h>
 
 #include "ummunotify.h"
 #include "ummunotify-ofi.h"
 
-/* Registered with libfabric by libummunotify-fi.so; names our log lines. */
+/* Registered with libfabric when the monitor is imported; logs for it. */
 extern struct fi_provider umn_ofi__prov;
 
-/* fi_prov_ini() of libummunotify-fi.so. */
-struct fi_provider *umn_ofi__prov_ini(void);
+/* The monitor as libfabric sees it, for tests and benchmarks. */
+struct fid_mem_monitor *umn_ofi__monitor(void);
+
+/* Stop the monitor and close the import, as libfabric's fi_fini() wants. */
+void umn_ofi__close(void);
 
 #endif /* UMN_OFI_INTERNAL_H */

@@ -1,19 +1,23 @@
 # SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #
 # libummunotify-ofi, a memory monitor for libfabric's MR cache, and
-# libummunotify-fi.so, the provider that imports it into every libfabric
-# program.  Included by ../Makefile; built only where <rdma/fi_ext.h> is,
+# libummunotify-fi.so, a link to it in libfabric's provider directory, which
+# imports it into every libfabric program.  Included by ../Makefile; built only where <rdma/fi_ext.h> is,
 # and then
 #
 # all			also libummunotify-ofi.{so,a} and ofi/libummunotify-fi.so
 #			(FI_PROVIDER_PATH=$(O)/ofi uses it from the build tree)
-# check			also the monitor's host test (plain, ASan and UBSan),
-#			against the host's libfabric and the test double
-# guest-tests		also $(O)/tests/ofi-stale, the stale-data test, and
-#			where mpicc is, $(O)/tests/mpi-remap, the MPI job
+# check			also the monitor's host test (plain, ASan and UBSan,
+#			TSan), against the host's libfabric and the test
+#			double, and the installed library
+# guest-tests		also $(O)/tests/ofi-monitor (the host test on the real
+#			device), ofi-stale (the stale-data tests) and, where
+#			mpicc is, mpi-remap (the MPI job)
 # install		also the library, header, pkg-config file, man pages,
-#			and the provider in OFI_PROVDIR (default: the directory
-#			the installed libfabric loads providers from)
+#			and the provider link in OFI_PROVDIR: by default the
+#			directory the installed libfabric loads providers
+#			from if PREFIX is that libfabric's, else
+#			$(LIBDIR)/libfabric
 
 HAVE_OFI	:= $(shell printf '\043include <rdma/fi_ext.h>\n' | \
 			   $(CC) -E -x c - >/dev/null 2>&1 && echo y)
@@ -28,10 +32,14 @@ OFI_PROV	:= $(O)/ofi/libummunotify-fi.so
 OFI_OBJS	:= $(O)/obj/ofi/monitor.o $(O)/obj/ofi/provider.o
 OFI_HDR		:= ofi/include/ummunotify-ofi.h
 OFI_CFLAGS	:= -Iofi/include
-OFI_PROVDIR	?= $(shell pkg-config --variable=libdir libfabric 2>/dev/null || \
-			   echo $(LIBDIR))/libfabric
-# Never unloaded: libfabric unloads providers in fi_fini() while the
-# monitor's thread and the function pointers it gave libfabric live on.
+OFI_PREFIX	:= $(shell pkg-config --variable=prefix libfabric 2>/dev/null)
+ifeq ($(OFI_PREFIX),$(PREFIX))
+OFI_PROVDIR	?= $(shell pkg-config --variable=libdir libfabric)/libfabric
+else
+OFI_PROVDIR	?= $(LIBDIR)/libfabric
+endif
+# Never unloaded: the fork handlers and the function pointers libfabric
+# holds must outlive libfabric's dlclose() of the provider.
 OFI_LDFLAGS	:= -Wl,-z,nodelete -Wl,-z,defs
 
 .PHONY: install-ofi
@@ -53,10 +61,10 @@ $(O)/$(OFI_SONAME) $(O)/libummunotify-ofi.so: $(OFI_SO)
 $(O)/libummunotify-ofi.a: $(OFI_OBJS) ofi/libummunotify-ofi.map
 	$(call static_lib,$(OFI_OBJS),ofi/libummunotify-ofi.map)
 
-$(OFI_PROV): $(O)/obj/ofi/fi-provider.o $(O)/$(OFI_SONAME)
+# The provider is the library, under the name libfabric looks for.
+$(OFI_PROV): $(O)/$(OFI_SONAME)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -shared $(OFI_LDFLAGS) -o $@ $< \
-		-L$(O) -lummunotify-ofi
+	ln -sfn ../$(OFI_SONAME) $@
 
 install-ofi: $(OFI_LIBS) $(OFI_PROV)
 	install -D -m 644 $(OFI_HDR) $(DESTDIR)$(INCLUDEDIR)/ummunotify-ofi.h
@@ -65,7 +73,8 @@ install-ofi: $(OFI_LIBS) $(OFI_PROV)
 	ln -sfn $(OFI_SONAME) $(DESTDIR)$(LIBDIR)/libummunotify-ofi.so
 	install -D -m 644 $(O)/libummunotify-ofi.a \
 		$(DESTDIR)$(LIBDIR)/libummunotify-ofi.a
-	install -D -m 644 $(OFI_PROV) \
+	install -d $(DESTDIR)$(OFI_PROVDIR)
+	ln -sfn $(if $(filter $(LIBDIR)/libfabric,$(OFI_PROVDIR)),..,$(LIBDIR))/$(OFI_SONAME) \
 		$(DESTDIR)$(OFI_PROVDIR)/libummunotify-fi.so
 	install -d $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(MANDIR)/man3 \
 		$(DESTDIR)$(MANDIR)/man7
@@ -76,30 +85,49 @@ install-ofi: $(OFI_LIBS) $(OFI_PROV)
 	install -m 644 ofi/man/*.3 $(DESTDIR)$(MANDIR)/man3/
 	install -m 644 ofi/man/*.7 $(DESTDIR)$(MANDIR)/man7/
 
-# The host test includes monitor.c; the device is the test double.
-MON_TEST_DEPS	:= tests/ofi/test-monitor.c ofi/monitor.c ofi/provider.c \
-		   ofi/ofi.h $(OFI_HDR) $(TEST_COMMON) $(SRCS:%=src/%) \
-		   $(wildcard src/*.h) include/ummunotify.h
-MON_TEST_SRCS	:= tests/ofi/test-monitor.c ofi/provider.c tests/double.c \
+# test-monitor: the monitor and the library from source, with the test
+# double for the device (umn_open() wrapped at link time), against the
+# host's libfabric; plain, under ASan and UBSan, and TSan.  ofi-monitor:
+# the same tests on the real module, in a guest.
+MON_TEST_SRCS	:= tests/ofi/test-monitor.c ofi/monitor.c ofi/provider.c \
 		   $(SRCS:%=src/%)
-MON_TEST_LIBS	:= -Wl,--wrap=umn_open -lfabric $(LDLIBS)
+MON_TEST_DEPS	:= $(MON_TEST_SRCS) tests/ofi/backend.h ofi/ofi.h $(OFI_HDR) \
+		   $(TEST_COMMON) $(wildcard src/*.h) include/ummunotify.h
+MON_DOUBLE	:= tests/ofi/backend-double.c tests/double.c \
+		   -Wl,--wrap=umn_open -lfabric $(LDLIBS)
+MON_CFLAGS	= $(CPPFLAGS) $(CFLAGS) $(OFI_CFLAGS) -Iofi $(LDFLAGS)
 
 .PHONY: check-ofi
 check: check-ofi
 
-$(O)/tests/test-monitor: $(MON_TEST_DEPS)
+$(O)/tests/test-monitor: $(MON_TEST_DEPS) tests/ofi/backend-double.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(OFI_CFLAGS) -Iofi $(LDFLAGS) -o $@ \
-		$(MON_TEST_SRCS) $(MON_TEST_LIBS)
+	$(CC) $(MON_CFLAGS) -o $@ $(MON_TEST_SRCS) $(MON_DOUBLE)
 
-$(O)/tests/san/test-monitor: $(MON_TEST_DEPS)
+$(O)/tests/san/test-monitor: $(MON_TEST_DEPS) tests/ofi/backend-double.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(OFI_CFLAGS) -Iofi -O1 \
-		-fsanitize=address,undefined -fno-sanitize-recover=all \
-		$(LDFLAGS) -o $@ $(MON_TEST_SRCS) $(MON_TEST_LIBS)
+	$(CC) $(MON_CFLAGS) -O1 -fsanitize=address,undefined \
+		-fno-sanitize-recover=all -o $@ $(MON_TEST_SRCS) $(MON_DOUBLE)
 
-check-ofi: $(O)/tests/test-monitor $(O)/tests/san/test-monitor
-	@set -e; for t in $^; do echo "== $$t"; $$t; done
+$(O)/tests/tsan/test-monitor: $(MON_TEST_DEPS) tests/ofi/backend-double.c
+	@mkdir -p $(dir $@)
+	$(CC) $(MON_CFLAGS) -O1 -fsanitize=thread -o $@ $(MON_TEST_SRCS) \
+		$(MON_DOUBLE)
+
+check-ofi: $(O)/tests/test-monitor $(O)/tests/san/test-monitor \
+	   $(O)/tests/tsan/test-monitor $(OFI_LIBS) $(OFI_PROV)
+	@set -e; for t in $(O)/tests/test-monitor $(O)/tests/san/test-monitor \
+			  $(O)/tests/tsan/test-monitor; do \
+		echo "== $$t"; $$t; \
+	done
+	@tests/ofi/installed-ofi.sh $(O)
+
+guest-tests: $(O)/tests/ofi-monitor
+
+$(O)/tests/ofi-monitor: $(MON_TEST_DEPS) tests/ofi/backend-device.c
+	@mkdir -p $(dir $@)
+	$(CC) $(MON_CFLAGS) -o $@ $(MON_TEST_SRCS) tests/ofi/backend-device.c \
+		-lfabric $(LDLIBS)
 
 # The stale-data test, against the built libraries as a program would be:
 # it does not call them, libfabric loads the provider.
@@ -124,5 +152,5 @@ $(O)/tests/mpi-remap: tests/ofi/mpi-remap.c
 	$(MPICC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $<
 endif
 
--include $(OFI_OBJS:.o=.d) $(O)/obj/ofi/fi-provider.d
+-include $(OFI_OBJS:.o=.d)
 endif

@@ -4,15 +4,17 @@
  * libfabric loads every lib*-fi.so of its provider directory (or of
  * FI_PROVIDER_PATH) during fi_ini(), after it has chosen its default
  * monitor and before any MR cache exists, and calls its fi_prov_ini().
- * Ours imports the monitor there, which makes it the default, and offers
- * no fabric: fi_getinfo() never returns it.
- *
- * FI_MR_CACHE_MONITOR naming one of libfabric's monitors keeps that one:
- * libfabric applies it before loading providers, so an import here would
- * silently override it.  "ummunotify" is ours (libfabric ignores names
- * it does not know).
+ * libummunotify-fi.so there is a link to this library, so that a program
+ * that also links it has one monitor, not two.  fi_prov_ini() imports the
+ * monitor, which makes it the default, and registers a provider that
+ * offers no fabric (fi_getinfo() never returns it) only if it did: then
+ * "fi_info -l" lists ummunotify exactly when the monitor is in use.  At
+ * fi_fini() the provider's cleanup closes the import, as libfabric
+ * expects of an importer.
  */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,45 +41,65 @@ static int prov_fabric(struct fi_fabric_attr *attr, struct fid_fabric **fabric,
 	return -FI_ENODATA;
 }
 
-/* The monitor outlives fi_fini(): both libraries are never unloaded. */
-static void prov_cleanup(void)
-{
-}
-
 struct fi_provider umn_ofi__prov = {
 	.version = FI_VERSION(1, 0),
 	.fi_version = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION),
 	.name = "ummunotify",
 	.getinfo = prov_getinfo,
 	.fabric = prov_fabric,
-	.cleanup = prov_cleanup,
+	.cleanup = umn_ofi__close,
 };
 
-struct fi_provider *umn_ofi__prov_ini(void)
+/* Whatever the log level: the program runs on, less safely. */
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
 {
-	static bool said;
-	const char *want = getenv("FI_MR_CACHE_MONITOR");
-	char msg[160];
-	int ret;
+	char msg[256];
+	va_list ap;
 
-	if (want && *want && strcmp(want, "ummunotify")) {
-		FI_INFO(&umn_ofi__prov, FI_LOG_MR,
-			"FI_MR_CACHE_MONITOR=%s: the ummunotify memory monitor is not imported\n",
-			want);
-		return &umn_ofi__prov;
-	}
-	ret = umn_ofi_import();
-	if (!ret || said)
-		return &umn_ofi__prov;
-	/* Once, whatever the log level: caching goes on, less safely. */
-	said = true;
-	snprintf(msg, sizeof(msg),
-		 "ummunotify memory monitor not imported (%s): libfabric's own monitor stays in use",
-		 ret == -ENODEV ? "no /dev/ummunotify" : strerror(-ret));
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
 	if (fi_log_enabled(&umn_ofi__prov, FI_LOG_WARN, FI_LOG_MR))
 		FI_WARN(&umn_ofi__prov, FI_LOG_MR, "%s\n", msg);
 	else
 		fprintf(stderr, "libfabric:%d:ummunotify:mr: %s\n",
 			(int)getpid(), msg);
-	return &umn_ofi__prov;
+}
+
+FI_EXT_INI
+{
+	const char *want = getenv("FI_MR_CACHE_MONITOR");
+	bool asked = want && !strcmp(want, "ummunotify");
+	static bool said;
+	int ret = umn_ofi_import();
+
+	if (!ret) {
+		if (want && *want && !asked)
+			FI_WARN(&umn_ofi__prov, FI_LOG_MR,
+				"FI_MR_CACHE_MONITOR=%s names no monitor libfabric knows, which then keeps its default: the ummunotify monitor\n",
+				want);
+		return &umn_ofi__prov;
+	}
+	if (ret == -EPERM) {
+		FI_INFO(&umn_ofi__prov, FI_LOG_MR,
+			"FI_MR_CACHE_MONITOR=%s: the ummunotify memory monitor is not imported\n",
+			want);
+		return NULL;
+	}
+	if (said)
+		return NULL;
+	said = true;
+	say("%sthe ummunotify memory monitor is not imported (%s): libfabric's default monitor is in use",
+	    asked ? "FI_MR_CACHE_MONITOR=ummunotify, but " : "",
+	    ret == -ENODEV ? "no /dev/ummunotify" :
+	    ret == -EBUSY ? "another monitor was imported first" :
+	    strerror(-ret));
+	return NULL;
+}
+
+/* A program that imported it itself: closed before libfabric's fi_fini(). */
+__attribute__((destructor)) static void close_at_exit(void)
+{
+	umn_ofi__close();
 }

@@ -1,16 +1,25 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The stale-data test through libfabric's MR cache: a buffer is
+ * The stale-data tests through libfabric's MR cache: a buffer is
  * registered (fi_mr_reg() on verbs;ofi_rxm, which caches), a peer reads
  * it by RDMA, then it is unmapped and new memory with new contents mapped
  * at the same address by raw system calls, which libc hooks (libfabric's
  * memhooks monitor) never see, and registered again.  The peer must read
  * the new contents.
  *
+ *   ofi-stale remap    twice: once after the monitor's thread has passed
+ *                      the unmap to the cache (notify()), once at once,
+ *                      saying which of notify() and valid() caught it
+ *   ofi-stale recycle  with FI_UMMUNOTIFY_MAX_WATCHES=2: the buffer's
+ *                      watch is recycled while the owner's cache holds
+ *                      it, the buffer replaced, and the peer's domain (a
+ *                      second cache) registers it before the owner does
+ *
  * The program does not import the monitor: libfabric loads it as a
- * provider (FI_PROVIDER_PATH, or its provider directory).  It only reads
- * the monitor's counters to show that it was used, and waits, in the
- * first round, for the invalidation to reach the cache through notify().
+ * provider (FI_PROVIDER_PATH, or its provider directory).  It reads the
+ * monitor's counters to show what the monitor did, and fails unless the
+ * monitor in use is the one UMMUNOTIFY_OFI_MONITOR names: "ummunotify"
+ * (the default) or "libfabric" (its own, which FI_MR_CACHE_MONITOR picks).
  *
  * Exit status: 0 the peer read new data every time, 1 it read old data
  * (what a monitor that missed the unmap gives: FI_MR_CACHE_MONITOR=memhooks
@@ -39,15 +48,46 @@ static void die(const char *what, int ret)
 	exit(2);
 }
 
-/* What a peer reading through key finds at buf: its first byte. */
-static char peer_reads(struct fab *owner, struct fab *peer, void *dst,
-		       struct fid_mr *dst_mr, void *buf, uint64_t key)
+static struct fab owner, peer;
+static struct fid_mr *dst_mr;
+static void *dst;
+
+static struct umn_ofi_stats stats(void)
+{
+	struct umn_ofi_stats s;
+
+	umn_ofi_stats(&s, sizeof(s));
+	return s;
+}
+
+static void *map(void)
+{
+	void *p = mmap(NULL, LEN, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p == MAP_FAILED)
+		die("mmap", -errno);
+	return p;
+}
+
+static struct fid_mr *reg(struct fab *f, void *buf)
+{
+	struct fid_mr *mr;
+	int ret = fab_reg(f, buf, LEN, &mr);
+
+	if (ret)
+		die("fi_mr_reg", ret);
+	return mr;
+}
+
+/* What the peer reads through the owner's mr of buf: its first byte. */
+static char peer_reads(void *buf, struct fid_mr *mr)
 {
 	int ret;
 
 	memset(dst, 0, LEN);
-	ret = fab_read(peer, owner, dst, dst_mr, LEN,
-		       fab_remote_addr(owner, buf), key);
+	ret = fab_read(&peer, &owner, dst, dst_mr, LEN,
+		       fab_remote_addr(&owner, buf), fi_mr_key(mr));
 	if (ret)
 		die("fi_read", ret);
 	return *(char *)dst;
@@ -70,12 +110,10 @@ static void remap(void *buf, char fill)
 static void wait_notified(uint64_t before)
 {
 	struct timespec pause = { 0, 1000000 };
-	struct umn_ofi_stats s;
 	int i;
 
 	for (i = 0; i < 5000; i++) {
-		umn_ofi_stats(&s);
-		if (s.notified > before)
+		if (stats().notified > before)
 			return;
 		nanosleep(&pause, NULL);
 	}
@@ -83,19 +121,101 @@ static void wait_notified(uint64_t before)
 	exit(2);
 }
 
-int main(void)
+/* Register buf again and report what the peer reads; true if stale. */
+static bool check(const char *round, void *buf, char fill, uint64_t old_key)
+{
+	struct fid_mr *mr = reg(&owner, buf);
+	char got = peer_reads(buf, mr);
+
+	printf("ofi-stale: %s: %s registration (key %#llx), the peer reads '%c': %s\n",
+	       round, fi_mr_key(mr) == old_key ? "cached" : "new",
+	       (unsigned long long)fi_mr_key(mr), got,
+	       got == fill ? "the new pages" : "STALE, the old pages");
+	fi_close(&mr->fid);
+	return got != fill;
+}
+
+/* buf registered and read, closed: cached, with its key. */
+static uint64_t cache(void *buf, char fill)
+{
+	struct fid_mr *mr;
+	uint64_t key;
+	char got;
+
+	memset(buf, fill, LEN);
+	mr = reg(&owner, buf);
+	key = fi_mr_key(mr);
+	got = peer_reads(buf, mr);
+	fi_close(&mr->fid);
+	mr = reg(&owner, buf);
+	if (got != fill || fi_mr_key(mr) != key) {
+		fprintf(stderr, "ofi-stale: no MR cache here (read '%c', key %#llx then %#llx)\n",
+			got, (unsigned long long)key,
+			(unsigned long long)fi_mr_key(mr));
+		exit(2);
+	}
+	fi_close(&mr->fid);
+	return key;
+}
+
+static int test_remap(void)
+{
+	void *buf = map();
+	uint64_t key = cache(buf, 'A');
+	struct umn_ofi_stats before;
+	const char *by;
+	bool stale;
+
+	before = stats();
+	remap(buf, 'B');
+	if (before.started)
+		wait_notified(before.notified);
+	stale = check("round 1, after notify()", buf, 'B', key);
+
+	before = stats();
+	remap(buf, 'C');
+	stale |= check("round 2, at once", buf, 'C', 0);
+	by = stats().stale > before.stale ? "valid()" :
+	     stats().notified > before.notified ? "notify()" : "nothing";
+	if (before.started)
+		printf("ofi-stale: round 2 was caught by %s\n", by);
+	return stale;
+}
+
+static int test_recycle(void)
+{
+	void *buf = map();
+	uint64_t key = cache(buf, 'A');
+	struct fid_mr *mr;
+	int i;
+
+	/* More ranges than watches: buf's watch is recycled. */
+	for (i = 0; i < 8; i++)
+		fi_close(&reg(&owner, memset(map(), i, LEN))->fid);
+	printf("ofi-stale: %llu watches recycled\n",
+	       (unsigned long long)stats().recycled);
+	remap(buf, 'B');
+	/* The peer's own cache registers buf first. */
+	mr = reg(&peer, buf);
+	fi_close(&mr->fid);
+	return check("after recycling", buf, 'B', key);
+}
+
+int main(int argc, char **argv)
 {
 	const char *prov = getenv("UMMUNOTIFY_OFI_PROVIDER");
-	struct fab owner, peer;
-	struct fid_mr *mr, *dst_mr;
-	struct umn_ofi_stats s;
-	uint64_t key, old_key;
-	char fill, got;
-	int ret, round, stale = 0;
-	void *buf, *dst;
+	const char *want = getenv("UMMUNOTIFY_OFI_MONITOR");
+	bool ours;
+	int ret, stale;
 
+	if (argc != 2 || (strcmp(argv[1], "remap") && strcmp(argv[1], "recycle"))) {
+		fprintf(stderr, "usage: ofi-stale remap|recycle\n");
+		return 2;
+	}
 	if (!prov)
 		prov = "verbs;ofi_rxm";
+	if (!want)
+		want = "ummunotify";
 	ret = fab_open(&owner, prov);
 	if (ret == -FI_ENODATA) {
 		fprintf(stderr, "ofi-stale: no %s endpoint (no RDMA device?)\n",
@@ -109,70 +229,28 @@ int main(void)
 		ret = fab_pair(&owner, &peer);
 	if (ret)
 		die("fab_open/fab_pair", ret);
-
-	dst = mmap(NULL, LEN, PROT_READ | PROT_WRITE,
-		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	buf = mmap(NULL, LEN, PROT_READ | PROT_WRITE,
-		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (dst == MAP_FAILED || buf == MAP_FAILED)
-		die("mmap", -errno);
+	dst = map();
 	ret = fab_reg(&peer, dst, LEN, &dst_mr);
 	if (ret)
 		die("fi_mr_reg (peer)", ret);
 
-	memset(buf, 'A', LEN);
-	ret = fab_reg(&owner, buf, LEN, &mr);
-	if (ret)
-		die("fi_mr_reg", ret);
-	old_key = fi_mr_key(mr);
-	got = peer_reads(&owner, &peer, dst, dst_mr, buf, old_key);
-	fi_close(&mr->fid);
-	ret = fab_reg(&owner, buf, LEN, &mr);
-	if (ret)
-		die("fi_mr_reg", ret);
-	if (got != 'A' || fi_mr_key(mr) != old_key) {
-		fprintf(stderr, "ofi-stale: no MR cache here (read '%c', key %#llx then %#llx)\n",
-			got, (unsigned long long)old_key,
-			(unsigned long long)fi_mr_key(mr));
+	ours = stats().imported && stats().started;
+	printf("ofi-stale: %s, %s, memory monitor: %s\n", argv[1], prov,
+	       !ours ? "libfabric's own" :
+	       stats().abi ? "ummunotify (native ABI)" : "ummunotify (2010 ABI)");
+	if (ours != !strcmp(want, "ummunotify")) {
+		fprintf(stderr, "ofi-stale: expected the %s monitor\n", want);
 		return 2;
 	}
-	fi_close(&mr->fid);
 
-	umn_ofi_stats(&s);
-	printf("ofi-stale: %s, memory monitor: %s\n", prov,
-	       s.started ? (s.abi ? "ummunotify (native ABI)" :
-				    "ummunotify (2010 ABI)") :
-			   "libfabric's own");
-
-	/*
-	 * Round 1 waits until the monitor's thread has passed the unmap to
-	 * the cache (notify()); round 2 registers at once (valid()).
-	 */
-	for (round = 1, fill = 'B'; round <= 2; round++, fill++) {
-		umn_ofi_stats(&s);
-		remap(buf, fill);
-		if (round == 1 && s.started)
-			wait_notified(s.notified);
-		ret = fab_reg(&owner, buf, LEN, &mr);
-		if (ret)
-			die("fi_mr_reg", ret);
-		key = fi_mr_key(mr);
-		got = peer_reads(&owner, &peer, dst, dst_mr, buf, key);
-		printf("ofi-stale: round %d: %s registration (key %#llx), the peer reads '%c': %s\n",
-		       round, key == old_key ? "cached" : "new",
-		       (unsigned long long)key, got,
-		       got == fill ? "the new pages" : "STALE, the old pages");
-		stale += got != fill;
-		old_key = key;
-		fi_close(&mr->fid);
-	}
-
-	umn_ofi_stats(&s);
-	if (s.started)
-		printf("ofi-stale: monitor: %llu subscribes, %llu events, %llu ranges notified\n",
-		       (unsigned long long)s.subscribes,
-		       (unsigned long long)s.events,
-		       (unsigned long long)s.notified);
+	stale = !strcmp(argv[1], "remap") ? test_remap() : test_recycle();
+	if (ours)
+		printf("ofi-stale: monitor: %llu subscribes (%llu refused), %llu events, %llu ranges notified, %llu hits refused\n",
+		       (unsigned long long)stats().subscribes,
+		       (unsigned long long)stats().refused,
+		       (unsigned long long)stats().events,
+		       (unsigned long long)stats().notified,
+		       (unsigned long long)stats().stale);
 	fi_close(&dst_mr->fid);
 	fab_close(&peer);
 	fab_close(&owner);

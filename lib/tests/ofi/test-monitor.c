@@ -1,122 +1,351 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * The monitor on the host, imported into the host's real libfabric, with
- * the test double for the device (umn_open() is wrapped at link time): a
- * watch per range shared by subscribes, valid() following the generation
- * word, recycling at max_watches, and the thread passing an invalidation
- * to notify() and retiring the watch.  The monitor's source is included
- * to reach its operations, which only libfabric holds otherwise.
+ * The monitor driven as libfabric's MR cache drives it, imported into the
+ * real libfabric, whose notify() is recorded on the way: on the host over
+ * the test double (test-monitor), in a guest over the real module
+ * (ofi-monitor), see backend.h.  "Cache A" and "cache B" are two caches
+ * (domains) subscribing the same range; a subscribe() that fails is
+ * followed by an unsubscribe(), as libfabric 2.1 does.  Each test starts
+ * and ends with no watch.
  */
-#include "../../ofi/monitor.c"
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "ofi.h"
+#include "backend.h"
 #include "../check.h"
 
-#define PAGE	4096UL
-#define A(n)	((void *)(0x10000000UL + (n) * PAGE))
-#define U(n)	((uint64_t)(uintptr_t)A(n))
+#define MAX_WATCHES	512
 
-static struct umn_double *dbl;
+static struct fid_mem_monitor *m;
+static struct fi_ops_mem_notify *libfabric_notify;
+static struct fi_ops_mem_notify recorder;
 
-int __wrap_umn_open(struct umn **u, const struct umn_attr *attr);
-int __wrap_umn_open(struct umn **u, const struct umn_attr *attr)
-{
-	return double_open(u, attr, &dbl);
-}
+/* What notify() was given, and how many watches there were then. */
+static struct {
+	uint64_t start;
+	uint64_t end;
+	uint64_t watches;
+} notified[4 * NR_PAGES];
+static unsigned int nr_notified;
+static pthread_mutex_t notified_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static struct fid_mem_monitor *m = &mon.fid;
-
-static uint64_t stat_of(size_t offset)
+static struct umn_ofi_stats stats(void)
 {
 	struct umn_ofi_stats s;
 
-	umn_ofi_stats(&s);
-	return *(uint64_t *)((char *)&s + offset);
+	umn_ofi_stats(&s, sizeof(s));
+	return s;
 }
-#define STAT(field)	stat_of(offsetof(struct umn_ofi_stats, field))
+
+static void record_notify(struct fid_mem_monitor *monitor, const void *addr,
+			  size_t len)
+{
+	pthread_mutex_lock(&notified_lock);
+	CHECK(nr_notified < 4 * NR_PAGES);
+	notified[nr_notified].start = (uintptr_t)addr;
+	notified[nr_notified].end = (uintptr_t)addr + len;
+	notified[nr_notified].watches = stats().watches;
+	nr_notified++;
+	pthread_mutex_unlock(&notified_lock);
+	libfabric_notify->notify(monitor, addr, len);
+}
+
+static unsigned int notified_count(void)
+{
+	unsigned int n;
+
+	pthread_mutex_lock(&notified_lock);
+	n = nr_notified;
+	pthread_mutex_unlock(&notified_lock);
+	return n;
+}
+
+/* Pages [n, n + pages) as the cache names a range. */
+static int sub(unsigned int n, unsigned int pages)
+{
+	return m->export_ops->subscribe(m, page(n), pages * PAGE);
+}
+
+static void unsub(unsigned int n, unsigned int pages)
+{
+	m->export_ops->unsubscribe(m, page(n), pages * PAGE);
+}
+
+static bool valid(unsigned int n, unsigned int pages)
+{
+	return m->export_ops->valid(m, page(n), pages * PAGE);
+}
+
+#define WAIT_FOR(cond) do {						\
+	struct timespec _pause = { 0, 1000000 };			\
+	int _i;								\
+									\
+	for (_i = 0; _i < 20000 && !(cond); _i++)			\
+		nanosleep(&_pause, NULL);				\
+	CHECK(cond);							\
+} while (0)
+
+static void stop(void)
+{
+	m->export_ops->stop(m);
+	CHECK_EQ(stats().watches, 0);
+	CHECK_EQ(device_watches(), 0);
+}
 
 static void test_a_range_has_one_watch_shared_by_its_subscribers(void)
 {
-	CHECK_EQ(m->export_ops->subscribe(m, A(0), PAGE), 0);
-	CHECK_EQ(m->export_ops->subscribe(m, A(0), PAGE), 0);
-	CHECK_EQ(STAT(watches), 1);
-	CHECK_EQ(STAT(reused), 1);
-	CHECK(m->export_ops->valid(m, A(0), PAGE));
+	uint64_t reused = stats().reused;
+
+	CHECK_EQ(sub(0, 1), 0);
+	CHECK_EQ(sub(0, 1), 0);
+	CHECK_EQ(stats().watches, 1);
+	CHECK_EQ(device_watches(), 1);
+	CHECK_EQ(stats().reused, reused + 1);
+	CHECK(valid(0, 1));
 	/* Another length is another range: never watched, never valid. */
-	CHECK(!m->export_ops->valid(m, A(0), 2 * PAGE));
-	m->export_ops->unsubscribe(m, A(0), PAGE);
-	CHECK(m->export_ops->valid(m, A(0), PAGE));
-	m->export_ops->unsubscribe(m, A(0), PAGE);
-	CHECK_EQ(STAT(watches), 0);
-	CHECK(!m->export_ops->valid(m, A(0), PAGE));
-	CHECK_EQ(double_watches(dbl), 0);
+	CHECK(!valid(0, 2));
+	unsub(0, 1);
+	CHECK(valid(0, 1));
+	unsub(0, 1);
+	CHECK_EQ(stats().watches, 0);
+	CHECK_EQ(device_watches(), 0);
+	CHECK(!valid(0, 1));
 }
 
-static void test_valid_follows_the_generation_word(void)
+/* Until the thread has notified the range, no cache may rely on it. */
+static void test_a_changed_range_refuses_subscribers(void)
 {
-	CHECK_EQ(m->export_ops->subscribe(m, A(2), 2 * PAGE), 0);
-	CHECK_EQ(m->export_ops->subscribe(m, A(8), PAGE), 0);
-	double_invalidate(dbl, U(3), U(4), UMN_CAUSE_UNMAP);
-	CHECK(!m->export_ops->valid(m, A(2), 2 * PAGE));
-	CHECK(m->export_ops->valid(m, A(8), PAGE));
-	/* Subscribed again before it is retired: still invalid. */
-	CHECK_EQ(m->export_ops->subscribe(m, A(2), 2 * PAGE), 0);
-	CHECK(!m->export_ops->valid(m, A(2), 2 * PAGE));
+	CHECK_EQ(sub(2, 2), 0);
+	CHECK_EQ(sub(8, 1), 0);
+	change(3, 1);
+	CHECK(!valid(2, 2));
+	CHECK(valid(8, 1));
+	CHECK_EQ(sub(2, 2), -EAGAIN);
+	unsub(2, 2);
+	CHECK(!valid(2, 2));
+	/* Cache A's own unsubscribe leaves the watch to the thread. */
+	unsub(2, 2);
+	CHECK_EQ(stats().watches, 2);
+	CHECK(!valid(2, 2));
+	stop();
 }
 
-static void test_the_least_recently_valid_watch_is_recycled(void)
+static void test_the_thread_notifies_a_change_before_the_watch_goes(void)
 {
-	uint32_t i, live = (uint32_t)STAT(watches);
-
-	for (i = 0; live + i < mon.max; i++)
-		CHECK_EQ(m->export_ops->subscribe(m, A(100 + i), PAGE), 0);
-	CHECK_EQ(STAT(watches), mon.max);
-	/* Every watch was just referenced: the hand clears, then takes one. */
-	CHECK_EQ(m->export_ops->subscribe(m, A(99), PAGE), 0);
-	CHECK_EQ(STAT(recycled), 1);
-	CHECK_EQ(STAT(watches), mon.max);
-	CHECK(m->export_ops->valid(m, A(99), PAGE));
-}
-
-static void test_the_thread_notifies_and_retires_what_fired(void)
-{
-	struct timespec pause = { 0, 1000000 };
-	uint64_t notified = STAT(notified), watches;
-	int i;
+	unsigned int before = notified_count();
 
 	CHECK_EQ(m->export_ops->start(m), 0);
-	CHECK(m->export_ops->valid(m, A(8), PAGE));
-	watches = STAT(watches);
-	double_invalidate(dbl, U(8), U(9), UMN_CAUSE_UNMAP);
-	/* The 2010 ABI's reports are pulled by the check, then drained. */
-	CHECK(!m->export_ops->valid(m, A(8), PAGE));
-	for (i = 0; i < 5000 && STAT(notified) == notified; i++)
-		nanosleep(&pause, NULL);
-	CHECK(STAT(notified) > notified);
-	for (i = 0; i < 5000 && STAT(watches) == watches; i++)
-		nanosleep(&pause, NULL);
-	CHECK_EQ(STAT(watches), watches - 1);
-	CHECK_EQ(m->export_ops->subscribe(m, A(8), PAGE), 0);
-	CHECK(m->export_ops->valid(m, A(8), PAGE));
-	m->export_ops->stop(m);
-	CHECK_EQ(STAT(watches), 0);
-	CHECK_EQ(double_watches(dbl), 0);
+	CHECK_EQ(sub(8, 1), 0);
+	CHECK_EQ(sub(8, 1), 0);
+	CHECK(valid(8, 1));
+	change(8, 1);
+	WAIT_FOR(stats().watches == 0);
+	CHECK_EQ(notified_count(), before + 1);
+	CHECK(notified[before].start <= (uintptr_t)page(8));
+	CHECK(notified[before].end >= (uintptr_t)page(9));
+	CHECK_EQ(notified[before].watches, 1);
+	CHECK_EQ(sub(8, 1), 0);
+	CHECK(valid(8, 1));
+	stop();
+}
+
+/*
+ * The review's two caches: cache A's entries outnumber the watches, so
+ * some watches are recycled while A relies on them; every range is then
+ * replaced and cache B subscribes it.  No entry of A may read valid, and
+ * each recycled range is notified before its watch goes.
+ */
+static void test_recycling_never_validates_a_replaced_range(void)
+{
+	enum { N = MAX_WATCHES + 64 };
+	static bool cached[N];
+	uint64_t recycled = stats().recycled, watches;
+	unsigned int i, r, first = notified_count();
+	bool covered;
+
+	for (i = 0; i < N; i++)
+		cached[i] = !sub(2 * i, 1);
+	CHECK(stats().recycled > recycled);
+	change(0, 2 * N);
+	for (i = 0; i < N; i++) {
+		CHECK(sub(2 * i, 1) < 0);
+		unsub(2 * i, 1);
+	}
+	for (i = 0; i < N; i++)
+		CHECK(!cached[i] || !valid(2 * i, 1));
+
+	watches = stats().watches;
+	CHECK_EQ(m->export_ops->start(m), 0);
+	WAIT_FOR(stats().watches == 0);
+	for (i = 0; i < N; i++) {
+		if (!cached[i])
+			continue;
+		covered = false;
+		for (r = first; r < notified_count(); r++)
+			covered |= notified[r].start <= (uintptr_t)page(2 * i) &&
+				   notified[r].end >= (uintptr_t)page(2 * i + 1) &&
+				   notified[r].watches == watches;
+		CHECK(covered);
+	}
+	CHECK_EQ(sub(0, 1), 0);
+	CHECK(valid(0, 1));
+	stop();
+}
+
+static void test_a_burst_larger_than_a_read_is_no_overflow(void)
+{
+	enum { N = 300 };
+	struct umn_ofi_stats before = stats(), after;
+	unsigned int i;
+
+	CHECK_EQ(m->export_ops->start(m), 0);
+	for (i = 0; i < N; i++)
+		CHECK_EQ(sub(2 * i, 1), 0);
+	change(0, 2 * N);
+	WAIT_FOR(stats().watches == 0);
+	after = stats();
+	CHECK_EQ(after.overflows, before.overflows);
+	CHECK_EQ(after.events, before.events + N);
+	/* Not touching: each its own notify(). */
+	CHECK_EQ(after.notified, before.notified + N);
+	stop();
+}
+
+/*
+ * The child's stop() must not stop the parent's thread, nor wait for a
+ * thread it does not have; the parent's ranges read invalid in the child
+ * and can be cached there again once notified.
+ */
+static void test_a_forked_child_starts_afresh(void)
+{
+	unsigned int before;
+	int status;
+	pid_t pid;
+
+	CHECK_EQ(m->export_ops->start(m), 0);
+	CHECK_EQ(sub(16, 1), 0);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		alarm(60);
+		CHECK(!valid(16, 1));
+		CHECK_EQ(sub(16, 1), -EAGAIN);
+		WAIT_FOR(!sub(16, 1));
+		CHECK(valid(16, 1));
+		change(16, 1);
+		WAIT_FOR(!valid(16, 1));
+		m->export_ops->stop(m);
+		_exit(0);
+	}
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK(valid(16, 1));
+	before = notified_count();
+	change(16, 1);
+	WAIT_FOR(notified_count() > before);
+	stop();
+}
+
+static void test_stats_fill_what_the_caller_knows(void)
+{
+	struct umn_ofi_stats s;
+
+	memset(&s, 0xa5, sizeof(s));
+	umn_ofi_stats(&s, offsetof(struct umn_ofi_stats, reused));
+	CHECK(s.imported);
+	CHECK_EQ(s.reused, 0xa5a5a5a5a5a5a5a5ULL);
+}
+
+static bool racing;
+
+static void *check_in_a_loop(void *arg)
+{
+	unsigned int i = 0;
+
+	(void)arg;
+	while (__atomic_load_n(&racing, __ATOMIC_RELAXED))
+		valid(i++ % 64, 1);
+	return NULL;
+}
+
+/* For TSan: valid() against subscribe, unsubscribe and the thread. */
+static void test_lookups_race_with_changes(void)
+{
+	pthread_t t[2];
+	unsigned int i, n;
+
+	CHECK_EQ(m->export_ops->start(m), 0);
+	__atomic_store_n(&racing, true, __ATOMIC_RELAXED);
+	for (i = 0; i < 2; i++)
+		CHECK(!pthread_create(&t[i], NULL, check_in_a_loop, NULL));
+	for (i = 0; i < 3000; i++) {
+		n = (unsigned int)rnd_below(64);
+		switch (rnd_below(3)) {
+		case 0:
+			sub(n, 1);
+			break;
+		case 1:
+			unsub(n, 1);
+			break;
+		default:
+			change(n, 1);
+		}
+	}
+	__atomic_store_n(&racing, false, __ATOMIC_RELAXED);
+	for (i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	stop();
+}
+
+/* libfabric's fi_fini() asserts (debug builds) that the import is closed. */
+static void test_closing_lets_libfabric_import_again(void)
+{
+	umn_ofi__close();
+	CHECK(!stats().imported);
+	CHECK_EQ(umn_ofi_import(), 0);
+	m->import_ops = &recorder;
 }
 
 int main(void)
 {
 	struct fi_info *info = NULL;
 
-	setenv("FI_UMMUNOTIFY_MAX_WATCHES", "16", 1);
+	seed_rng("test-monitor");
+	backend_setup();
+	setenv("FI_MR_CACHE_MONITOR", "memhooks", 1);
+	CHECK_EQ(umn_ofi_import(), -EPERM);
+	unsetenv("FI_MR_CACHE_MONITOR");
+	setenv("FI_UMMUNOTIFY_MAX_WATCHES", "512", 1);
 	CHECK_EQ(umn_ofi_import(), 0);
 	CHECK_EQ(umn_ofi_import(), 0);
 	/* libfabric sets up its monitors (notify()'s lists) at fi_ini(). */
 	fi_getinfo(FI_VERSION(1, 13), NULL, NULL, 0, NULL, &info);
 	fi_freeinfo(info);
-	CHECK_EQ(mon.max, 16);
+
+	m = umn_ofi__monitor();
+	libfabric_notify = m->import_ops;
+	recorder = *libfabric_notify;
+	recorder.notify = record_notify;
+	m->import_ops = &recorder;
+
 	test_a_range_has_one_watch_shared_by_its_subscribers();
-	test_valid_follows_the_generation_word();
-	test_the_least_recently_valid_watch_is_recycled();
-	test_the_thread_notifies_and_retires_what_fired();
+	test_a_changed_range_refuses_subscribers();
+	test_the_thread_notifies_a_change_before_the_watch_goes();
+	test_recycling_never_validates_a_replaced_range();
+	test_a_burst_larger_than_a_read_is_no_overflow();
+#ifndef __SANITIZE_THREAD__
+	/* The plain and ASan builds run it: TSan stops a forked child's thread. */
+	test_a_forked_child_starts_afresh();
+#endif
+	test_stats_fill_what_the_caller_knows();
+	test_lookups_race_with_changes();
+	test_closing_lets_libfabric_import_again();
 	printf("test-monitor: ok\n");
 	return 0;
 }

@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * test-monitor in a guest: the real module, and memory replaced by raw
+ * munmap and mmap system calls.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "../check.h"
+
+static char *base;
+
+void backend_setup(void)
+{
+	base = mmap(NULL, NR_PAGES * PAGE, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(base != MAP_FAILED);
+}
+
+void *page(unsigned int n)
+{
+	return base + n * PAGE;
+}
+
+void change(unsigned int first, unsigned int n)
+{
+	void *p = page(first);
+
+	CHECK(!syscall(SYS_munmap, p, n * PAGE));
+	CHECK((void *)syscall(SYS_mmap, p, n * PAGE, PROT_READ | PROT_WRITE,
+			      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+			      0) == p);
+}
+
+/* The "regions:" line of the fdinfo of our /dev/ummunotify descriptor. */
+unsigned int device_watches(void)
+{
+	char path[64], target[64], line[128];
+	unsigned int n = 0;
+	struct dirent *d;
+	bool found = false;
+	DIR *dir = opendir("/proc/self/fd");
+	ssize_t len;
+	FILE *f;
+
+	CHECK(dir);
+	while (!found && (d = readdir(dir))) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", d->d_name);
+		len = readlink(path, target, sizeof(target) - 1);
+		if (len < 0)
+			continue;
+		target[len] = 0;
+		if (strcmp(target, "/dev/ummunotify"))
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/fdinfo/%s",
+			 d->d_name);
+		f = fopen(path, "r");
+		CHECK(f);
+		while (fgets(line, sizeof(line), f))
+			found |= sscanf(line, "regions: %u", &n) == 1;
+		fclose(f);
+	}
+	closedir(dir);
+	CHECK(found);
+	return n;
+}

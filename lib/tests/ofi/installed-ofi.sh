@@ -1,0 +1,101 @@
+#!/bin/sh
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#
+# libummunotify-ofi as a site installs it and a program uses it: installed
+# into a scratch root under PREFIX=/opt/umn, found through pkg-config,
+# linked shared and static.  Also: the shared library exports exactly
+# libummunotify-ofi.map's symbols, all at UMMUNOTIFY_OFI_1.0, the static
+# one the map's umn_* symbols; the provider is a link, in the prefix, to
+# the library; every function has a man page.  On the host, which has no
+# device, libfabric loads the provider, which says once that it did not
+# import the monitor, and does not register: fi_info lists no ummunotify.
+#
+# Usage: tests/ofi/installed-ofi.sh BUILD_DIR
+set -eu
+
+build=$1
+lib=$(cd "$(dirname "$0")/../.." && pwd)
+stage=$build/stage-ofi
+root=$stage/opt/umn
+rm -rf "$stage"
+make -s -C "$lib" O="$build" install DESTDIR="$stage" PREFIX=/opt/umn \
+	>/dev/null
+
+fail() { echo "installed-ofi.sh: $*" >&2; exit 1; }
+
+map=$lib/ofi/libummunotify-ofi.map
+want=$(sed -n 's/^[[:space:]]*\([a-z][a-z_]*\);$/\1/p' "$map" | sort)
+have=$(nm -D --defined-only "$root/lib/libummunotify-ofi.so.1" |
+	awk '$2 == "T" { print $3 }' | sort)
+[ "$have" = "$(echo "$want" | sed 's/$/@@UMMUNOTIFY_OFI_1.0/')" ] ||
+	fail "exported symbols differ from libummunotify-ofi.map: $have"
+have=$(nm -g --defined-only "$root/lib/libummunotify-ofi.a" |
+	awk 'NF == 3 { print $3 }' | sort)
+[ "$have" = "$(echo "$want" | grep '^umn')" ] ||
+	fail "libummunotify-ofi.a's global symbols differ from the map: $have"
+[ "$(stat -L -c %a "$root/lib/libummunotify-ofi.so.1")" = 644 ] ||
+	fail "libummunotify-ofi.so.1 is not installed 0644"
+prov=$root/lib/libfabric/libummunotify-fi.so
+[ "$(readlink "$prov")" = ../libummunotify-ofi.so.1 ] ||
+	fail "$prov is not a link to ../libummunotify-ofi.so.1"
+for f in $(echo "$want" | grep '^umn'); do
+	[ -e "$root/share/man/man3/$f.3" ] || fail "no man page for $f"
+done
+[ -e "$root/share/man/man7/ummunotify-ofi.7" ] || fail "no ummunotify-ofi(7)"
+
+cat >"$build/consumer-ofi.c" <<'C'
+#include <stdio.h>
+#include <rdma/fabric.h>
+#include <ummunotify-ofi.h>
+
+/* Prints what umn_ofi_import() returned, then initialises libfabric. */
+int main(void)
+{
+	struct umn_ofi_stats s;
+	struct fi_info *info = NULL;
+	int ret = umn_ofi_import();
+
+	umn_ofi_stats(&s, sizeof(s));
+	printf("import %d, imported %d\n", ret, s.imported);
+	fflush(stdout);
+	fi_getinfo(FI_VERSION(1, 13), NULL, NULL, 0, NULL, &info);
+	fi_freeinfo(info);
+	return 0;
+}
+C
+export PKG_CONFIG_PATH="$root/lib/pkgconfig"
+export PKG_CONFIG_SYSROOT_DIR="$stage"
+# Where the linker and the loader find libummunotify outside /usr.
+export LD_LIBRARY_PATH="$root/lib"
+# It calls libfabric itself, so it names it too.
+# shellcheck disable=SC2046 # word splitting of pkg-config output wanted
+${CC:-cc} -Wall -Wextra -Werror -o "$build/consumer-ofi" \
+	"$build/consumer-ofi.c" \
+	$(pkg-config --cflags --libs libummunotify-ofi libfabric) ||
+	fail "cannot build against the installed library"
+# shellcheck disable=SC2046
+${CC:-cc} -o "$build/consumer-ofi-static" "$build/consumer-ofi.c" \
+	$(pkg-config --cflags libummunotify-ofi) \
+	"$root/lib/libummunotify-ofi.a" "$root/lib/libummunotify.a" \
+	$(pkg-config --libs libfabric) -pthread ||
+	fail "cannot link the static library"
+# No device here: ENODEV (19).
+[ "$("$build/consumer-ofi-static")" = "import -19, imported 0" ] ||
+	fail "the static program did not see ENODEV"
+
+# The provider, from the installed directory: one line, whatever the log
+# level, and no registration.
+out=$(FI_PROVIDER_PATH=$root/lib/libfabric "$build/consumer-ofi" 2>&1) ||
+	fail "the program failed: $out"
+[ "$(echo "$out" | grep -c 'not imported (no /dev/ummunotify)')" = 1 ] ||
+	fail "expected one line about the missing device, got: $out"
+list=$(FI_PROVIDER_PATH=$root/lib/libfabric fi_info -l 2>/dev/null) || true
+case $list in
+*ummunotify*) fail "fi_info -l lists ummunotify with nothing imported" ;;
+esac
+# Naming one of libfabric's monitors keeps it, silently: EPERM (1).
+out=$(FI_MR_CACHE_MONITOR=memhooks FI_PROVIDER_PATH=$root/lib/libfabric \
+	"$build/consumer-ofi" 2>&1) || fail "the program failed: $out"
+[ "$out" = "import -1, imported 0" ] ||
+	fail "FI_MR_CACHE_MONITOR=memhooks, yet: $out"
+echo "installed-ofi.sh: ok"
