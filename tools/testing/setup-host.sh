@@ -50,4 +50,6 @@ apt-get install -y -qq --no-install-recommends \
 	gnuplot-nox python3 >/dev/null
 apt-get install -y -qq --no-install-recommends -t bookworm-backports \
 	"$bpo_image" "$bpo_headers" >/dev/null
+# trixie-root makes the Debian 13 system of the libfabric 2.1 tests.
+apt-get install -y -qq --no-install-recommends mmdebstrap >/dev/null
 echo "setup-host: ready: $bpo_image and the 6.1 kernel"
