@@ -42,7 +42,7 @@ void change(unsigned int first, unsigned int n)
 /* The "regions:" line of the fdinfo of our /dev/ummunotify descriptor. */
 unsigned int device_watches(void)
 {
-	char path[64], target[64], line[128];
+	char path[300], target[64], line[128];
 	unsigned int n = 0;
 	struct dirent *d;
 	bool found = false;

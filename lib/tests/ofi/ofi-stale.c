@@ -121,16 +121,20 @@ static void wait_notified(uint64_t before)
 	exit(2);
 }
 
-/* Register buf again and report what the peer reads; true if stale. */
-static bool check(const char *round, void *buf, char fill, uint64_t old_key)
+/*
+ * Register buf again and report what the peer reads; true if stale.
+ * *key: the key of the registration before, then this one's.
+ */
+static bool check(const char *round, void *buf, char fill, uint64_t *key)
 {
 	struct fid_mr *mr = reg(&owner, buf);
 	char got = peer_reads(buf, mr);
 
 	printf("ofi-stale: %s: %s registration (key %#llx), the peer reads '%c': %s\n",
-	       round, fi_mr_key(mr) == old_key ? "cached" : "new",
+	       round, fi_mr_key(mr) == *key ? "cached" : "new",
 	       (unsigned long long)fi_mr_key(mr), got,
 	       got == fill ? "the new pages" : "STALE, the old pages");
+	*key = fi_mr_key(mr);
 	fi_close(&mr->fid);
 	return got != fill;
 }
@@ -170,11 +174,11 @@ static int test_remap(void)
 	remap(buf, 'B');
 	if (before.started)
 		wait_notified(before.notified);
-	stale = check("round 1, after notify()", buf, 'B', key);
+	stale = check("round 1, after notify()", buf, 'B', &key);
 
 	before = stats();
 	remap(buf, 'C');
-	stale |= check("round 2, at once", buf, 'C', 0);
+	stale |= check("round 2, at once", buf, 'C', &key);
 	by = stats().stale > before.stale ? "valid()" :
 	     stats().notified > before.notified ? "notify()" : "nothing";
 	if (before.started)
@@ -198,7 +202,7 @@ static int test_recycle(void)
 	/* The peer's own cache registers buf first. */
 	mr = reg(&peer, buf);
 	fi_close(&mr->fid);
-	return check("after recycling", buf, 'B', key);
+	return check("after recycling", buf, 'B', &key);
 }
 
 int main(int argc, char **argv)
@@ -235,7 +239,8 @@ int main(int argc, char **argv)
 		die("fi_mr_reg (peer)", ret);
 
 	ours = stats().imported && stats().started;
-	printf("ofi-stale: %s, %s, memory monitor: %s\n", argv[1], prov,
+	printf("ofi-stale: %s, libfabric %u.%u, %s, memory monitor: %s\n",
+	       argv[1], FI_MAJOR(fi_version()), FI_MINOR(fi_version()), prov,
 	       !ours ? "libfabric's own" :
 	       stats().abi ? "ummunotify (native ABI)" : "ummunotify (2010 ABI)");
 	if (ours != !strcmp(want, "ummunotify")) {
