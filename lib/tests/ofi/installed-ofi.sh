@@ -98,4 +98,18 @@ out=$(FI_MR_CACHE_MONITOR=memhooks FI_PROVIDER_PATH=$root/lib/libfabric \
 	"$build/consumer-ofi" 2>&1) || fail "the program failed: $out"
 [ "$out" = "import -1, imported 0" ] ||
 	fail "FI_MR_CACHE_MONITOR=memhooks, yet: $out"
+# Asked for by name, it says so; a name libfabric does not know (a typo)
+# leaves libfabric's default, which is this monitor: it tries.
+out=$(FI_MR_CACHE_MONITOR=ummunotify FI_PROVIDER_PATH=$root/lib/libfabric \
+	"$build/consumer-ofi" 2>&1) || fail "the program failed: $out"
+case $out in
+*"FI_MR_CACHE_MONITOR=ummunotify, but the ummunotify memory monitor is not imported (no /dev/ummunotify)"*) ;;
+*) fail "FI_MR_CACHE_MONITOR=ummunotify without a device, yet: $out" ;;
+esac
+out=$(FI_MR_CACHE_MONITOR=memhook FI_PROVIDER_PATH=$root/lib/libfabric \
+	"$build/consumer-ofi" 2>&1) || fail "the program failed: $out"
+case $out in
+*"import -19, imported 0"*"not imported (no /dev/ummunotify)"*) ;;
+*) fail "FI_MR_CACHE_MONITOR=memhook (a typo), yet: $out" ;;
+esac
 echo "installed-ofi.sh: ok"
