@@ -2,9 +2,10 @@
 /*
  * ofi-bench: libfabric's MR cache with the memory monitor the environment
  * selects (FI_MR_CACHE_MONITOR; ummunotify through its provider), on
- * verbs;ofi_rxm.  umn-bench runs it once per monitor (ofi.c) and reads
- * its lines, "NAME unit v1 v2 ...", one value per repetition:
+ * verbs;ofi_rxm.  umn-bench (ofi.c) runs it once per monitor and
+ * repetition, the monitors in turn, and reads its lines, "NAME unit VALUE":
  *
+ *   monitor  -   ummunotify, or libfabric's (its own)
  *   hit      ns  fi_mr_reg() + fi_close() of a cached registration
  *   loop4k   us  mmap, touch, fi_mr_reg(), fi_close(), munmap: 4 KiB
  *   loop1m   us  the same, 1 MiB
@@ -22,8 +23,7 @@
 #include <rdma/fi_errno.h>
 
 #include "fab.h"
-
-#define REPS	5
+#include "ummunotify-ofi.h"
 
 static double now(void)
 {
@@ -86,9 +86,10 @@ int main(void)
 		size_t len;
 		int iters;
 	} loops[] = { { "loop4k", 4096, 400 }, { "loop1m", 1 << 20, 40 } };
+	struct umn_ofi_stats s;
 	struct fab f;
 	char *buf;
-	int ret, r;
+	int ret;
 	size_t i;
 
 	ret = fab_open(&f, "verbs;ofi_rxm");
@@ -100,17 +101,13 @@ int main(void)
 		die("mmap", -FI_ENOMEM);
 	memset(buf, 1, 4096);
 	hit_ns(&f, buf, 1000);
-	printf("hit ns");
-	for (r = 0; r < REPS; r++)
-		printf(" %.1f", hit_ns(&f, buf, 20000));
-	printf("\n");
+	umn_ofi_stats(&s, sizeof(s));
+	printf("monitor - %s\n", s.started ? "ummunotify" : "libfabric's");
+	printf("hit ns %.1f\n", hit_ns(&f, buf, 20000));
 	for (i = 0; i < sizeof(loops) / sizeof(loops[0]); i++) {
 		loop_us(&f, loops[i].len, loops[i].iters / 10);
-		printf("%s us", loops[i].name);
-		for (r = 0; r < REPS; r++)
-			printf(" %.2f", loop_us(&f, loops[i].len,
-						loops[i].iters));
-		printf("\n");
+		printf("%s us %.2f\n", loops[i].name,
+		       loop_us(&f, loops[i].len, loops[i].iters));
 	}
 	fab_close(&f);
 	return 0;
