@@ -109,10 +109,12 @@ $(O)/tests/san/test-monitor: $(MON_TEST_DEPS) tests/ofi/backend-double.c
 	$(CC) $(MON_CFLAGS) -O1 -fsanitize=address,undefined \
 		-fno-sanitize-recover=all -o $@ $(MON_TEST_SRCS) $(MON_DOUBLE)
 
+# TSan does not model atomic_thread_fence() (-Wtsan says so): the fences
+# order the seqcount's atomic loads and stores, which it does see.
 $(O)/tests/tsan/test-monitor: $(MON_TEST_DEPS) tests/ofi/backend-double.c
 	@mkdir -p $(dir $@)
-	$(CC) $(MON_CFLAGS) -O1 -fsanitize=thread -o $@ $(MON_TEST_SRCS) \
-		$(MON_DOUBLE)
+	$(CC) $(MON_CFLAGS) -O1 -fsanitize=thread -Wno-tsan -o $@ \
+		$(MON_TEST_SRCS) $(MON_DOUBLE)
 
 check-ofi: $(O)/tests/test-monitor $(O)/tests/san/test-monitor \
 	   $(O)/tests/tsan/test-monitor $(OFI_LIBS) $(OFI_PROV)

@@ -217,6 +217,7 @@ static void test_a_burst_larger_than_a_read_is_no_overflow(void)
 	stop();
 }
 
+#ifndef __SANITIZE_THREAD__
 /*
  * The child's stop() must not stop the parent's thread, nor wait for a
  * thread it does not have; the parent's ranges read invalid in the child
@@ -251,6 +252,7 @@ static void test_a_forked_child_starts_afresh(void)
 	WAIT_FOR(notified_count() > before);
 	stop();
 }
+#endif
 
 static void test_stats_fill_what_the_caller_knows(void)
 {
