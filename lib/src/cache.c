@@ -76,6 +76,7 @@
 #include <limits.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -84,7 +85,9 @@
 #define ENTRY_RETIRED		(1ULL << 63)
 #define ENTRY_USERS		(ENTRY_RETIRED - 1)
 #define ENTRIES_PER_CHUNK	64
-#define MAX_RETRIES		16
+#define RETRY_AT_ONCE		4	/* retries before backing off */
+#define RETRY_MAX_WAIT_NS	1000000ULL
+#define RETRY_FOR_NS		1000000000ULL	/* then EAGAIN */
 
 /*
  * The node first, in a cache line of its own: a search touches one line
@@ -570,8 +573,6 @@ static bool registration_changed(struct umn_cache *c, struct umn_entry *e)
 		return false;
 	pthread_mutex_lock(&c->lock);
 	changed = e->changed;
-	/* Again from here: see cache_miss(). */
-	pending_restart(c, e);
 	pthread_mutex_unlock(&c->lock);
 	return changed;
 }
@@ -662,13 +663,63 @@ static void entry_insert(struct umn_cache *c, struct umn_entry *e,
 	evict(c, victims);
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+/*
+ * Before attempt "tries" (from 0) of registering e: false to give up.
+ * Memory that changes while reg() runs is ordinary (another thread's
+ * munmap(), migration, NUMA balancing), and so is losing a few such races
+ * in a row, so a count of attempts would fail callers under ordinary
+ * load: only memory that keeps changing for RETRY_FOR_NS does (HMM's
+ * users of hmm_range_fault() give up after a second too).  Past the
+ * first few retries each one waits twice as long as the last, up to a
+ * millisecond, so that whoever is changing the memory gets on; the clock
+ * is read only once retrying.  A whole-space registration begins again
+ * after the wait: changes published during it are not its own.  While
+ * the ring overflows, every whole-space registration is marked, so one
+ * fails if changes come faster than they are applied for that second.
+ */
+static bool retry_begin(struct umn_cache *c, struct umn_entry *e,
+			unsigned int tries, uint64_t *deadline)
+{
+	unsigned int shift;
+	uint64_t wait;
+
+	if (!tries)
+		return true;	/* begun by cache_miss() */
+	if (tries == 1)
+		*deadline = now_ns() + RETRY_FOR_NS;
+	if (tries > RETRY_AT_ONCE) {
+		shift = tries - RETRY_AT_ONCE - 1;
+		/* 1 us, 2 us, ..., 512 us, then 1 ms */
+		wait = shift < 10 ? 1000ULL << shift : RETRY_MAX_WAIT_NS;
+		nanosleep(&(struct timespec){ .tv_nsec = wait }, NULL);
+		if (now_ns() >= *deadline)
+			return false;
+	}
+	if (c->all) {
+		pthread_mutex_lock(&c->lock);
+		pending_restart(c, e);
+		pthread_mutex_unlock(&c->lock);
+	}
+	return true;
+}
+
 static int cache_miss(struct umn_cache *c, uint64_t lo, uint64_t hi,
 		      struct umn_entry **ep)
 {
 	uint64_t mask = c->attr.align - 1;
 	uint64_t start = lo & ~mask, end = (hi + mask) & ~mask;
 	struct umn_entry *e, *found = NULL, *victims = NULL;
-	int tries, ret;
+	uint64_t deadline = 0;
+	unsigned int tries;
+	int ret;
 
 	if (end < hi)
 		return -EINVAL;
@@ -692,8 +743,8 @@ static int cache_miss(struct umn_cache *c, uint64_t lo, uint64_t hi,
 
 	e = *ep;
 	for (tries = 0;; tries++) {
-		ret = tries > MAX_RETRIES ? -EAGAIN :
-					    entry_register(c, e, start, end);
+		ret = retry_begin(c, e, tries, &deadline) ?
+			entry_register(c, e, start, end) : -EAGAIN;
 		if (ret == CHANGED) {
 			stat_add(c, retries, 1);
 			continue;
@@ -720,8 +771,6 @@ static int cache_miss(struct umn_cache *c, uint64_t lo, uint64_t hi,
 		 * Changed since the check, and its event, if drained, was
 		 * ignored (the entry was not in the cache yet): again.
 		 */
-		if (c->all)
-			pending_restart(c, e);
 		pthread_mutex_unlock(&c->lock);
 		destroy_all(c, victims);
 		entry_unregister(c, e);
