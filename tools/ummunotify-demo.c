@@ -12,6 +12,9 @@
  * The demo holds on to the first registration while the cache replaces
  * it, so the peer can read through both: the old one shows what a cache
  * that missed the munmap would send.  Exits 1 if the cache missed it.
+ *
+ * With --hold, it then waits for the end of its standard input before
+ * exiting, the cache still open: umnstat(8) can look at it meanwhile.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -247,8 +250,9 @@ static bool peer_reads(struct nic *nic, char *buf, uint32_t key,
 	return same;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	bool hold = argc > 1 && !strcmp(argv[1], "--hold");
 	char *buf, *seen = malloc(BUF_LEN);
 	struct umn_cache_stats stats;
 	uint32_t old_key, key;
@@ -286,5 +290,8 @@ int main(void)
 	       (unsigned long long)stats.invalidations,
 	       fresh && stats.invalidations == 1 ?
 	       "the munmap was caught" : "FAILED: the munmap was missed");
+	fflush(stdout);
+	while (hold && getchar() != EOF)
+		;
 	return !(fresh && stats.invalidations == 1);
 }
