@@ -10,12 +10,25 @@
 #                 a random one; every round prints what replays it)
 # make bench      benchmarks in a guest per kernel: tables, build/bench/
 #                 results.json and bench.svg
-# make install    module, <linux/ummunotify.h>, libummunotify, udev rule
-#                 (DESTDIR=, PREFIX=)
+# make install    module, <linux/ummunotify.h>, the libraries, umnstat, the
+#                 udev rule and modules-load.d entry (DESTDIR=, PREFIX=,
+#                 LIBDIR=; VERBS=no: without libummunotify-verbs).  Each
+#                 part alone: install-modules, install-headers, install-lib,
+#                 install-tools, install-boot
+# make install-dkms  the module's source and dkms.conf in
+#                 /usr/src/ummunotify-VERSION, for "dkms install"
+
+# The release; dkms.conf takes it from here.
+VERSION	:= 1.0.0
 
 TOP	:= $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 B	:= $(TOP)/build
 PREFIX	?= /usr/local
+BINDIR	?= $(PREFIX)/bin
+MANDIR	?= $(PREFIX)/share/man
+# Where udev and systemd-modules-load (and Debian's kmod init script) look.
+UDEVRULESDIR ?= $(or $(shell pkg-config --variable=udevdir udev 2>/dev/null),/lib/udev)/rules.d
+MODULESLOADDIR ?= $(or $(shell pkg-config --variable=modulesloaddir systemd 2>/dev/null),/usr/lib/modules-load.d)
 
 # Kernel release -> build directory.  KDIR= picks one tree, for example
 # the debug kernel that tools/testing/debug-kernel prints.
@@ -34,8 +47,9 @@ MODULE_DEPS := $(MODULE_FILES) include/uapi/linux/ummunotify.h
 CFLAGS	?= -O2 -g
 CFLAGS	+= -Wall -Wextra -I$(TOP)/include/uapi
 
-.PHONY: all modules lib selftests tools check demo fuzz bench install \
-	install-headers clean
+.PHONY: all modules lib selftests tools umnstat check demo fuzz bench clean \
+	install install-modules install-headers install-lib install-tools \
+	install-boot install-dkms
 all: modules lib selftests tools
 
 # Kbuild writes objects beside the sources, so each kernel gets its own
@@ -72,12 +86,17 @@ DEMO_CFLAGS += -DUMN_HAVE_VERBS -I$(TOP)/lib/verbs/include \
 DEMO_LIBS := $(B)/lib/libummunotify-verbs.a $(DEMO_LIBS) -libverbs
 endif
 
-TOOLS := $(B)/tools/ummunotify-demo
+TOOLS := $(B)/tools/ummunotify-demo $(B)/tools/umnstat
 tools: $(TOOLS)
 $(B)/tools/ummunotify-demo: $(DEMO_SRCS) lib
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(DEMO_CFLAGS) -o $@ \
 		$(DEMO_SRCS) $(DEMO_LIBS)
+
+umnstat: $(B)/tools/umnstat
+$(B)/tools/umnstat: tools/umnstat/umnstat.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $<
 
 check: all
 	tools/testing/run-checks $(KERNELS)
@@ -103,19 +122,45 @@ fuzz: selftests
 bench:
 	tools/bench/run $(KERNELS)
 
-install: modules install-headers
-	$(MAKE) -C lib O=$(B)/lib DESTDIR=$(DESTDIR) PREFIX=$(PREFIX) install
+install: install-modules install-headers install-lib install-tools \
+	 install-boot
+
+install-modules: modules
 	@for k in $(KERNELS); do \
 		$(MAKE) -C $(call kdir,$$k) M=$(B)/$$k/tree \
 			INSTALL_MOD_PATH=$(DESTDIR) INSTALL_MOD_DIR=extra \
 			modules_install || exit; \
 	done
-	install -D -m 644 tools/udev/60-ummunotify.rules \
-		$(DESTDIR)/lib/udev/rules.d/60-ummunotify.rules
 
 install-headers:
 	install -D -m 644 include/uapi/linux/ummunotify.h \
 		$(DESTDIR)$(PREFIX)/include/linux/ummunotify.h
+
+install-lib:
+	$(MAKE) -C lib O=$(B)/lib DESTDIR=$(DESTDIR) PREFIX=$(PREFIX) \
+		MANDIR=$(MANDIR) install
+
+install-tools: $(B)/tools/umnstat
+	install -D -m 755 $(B)/tools/umnstat $(DESTDIR)$(BINDIR)/umnstat
+	install -D -m 644 tools/umnstat/umnstat.8 \
+		$(DESTDIR)$(MANDIR)/man8/umnstat.8
+
+# The device has no fixed minor, so that opening /dev/ummunotify cannot
+# load the module: it is loaded at boot instead.
+install-boot:
+	install -D -m 644 tools/udev/60-ummunotify.rules \
+		$(DESTDIR)$(UDEVRULESDIR)/60-ummunotify.rules
+	install -D -m 644 tools/modules-load.d/ummunotify.conf \
+		$(DESTDIR)$(MODULESLOADDIR)/ummunotify.conf
+
+# What Kbuild needs, whatever the files are called; /usr/src is DKMS's.
+DKMS_SRC := $(DESTDIR)/usr/src/ummunotify-$(VERSION)
+install-dkms:
+	@for f in $(MODULE_DEPS); do \
+		install -D -m 644 $$f $(DKMS_SRC)/$$f || exit; \
+	done
+	sed 's/#MODULE_VERSION#/$(VERSION)/' dkms.conf >$(DKMS_SRC)/dkms.conf
+	chmod 644 $(DKMS_SRC)/dkms.conf
 
 clean:
 	rm -rf $(B)

@@ -1,0 +1,615 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * umnstat: which processes have /dev/ummunotify open, what the kernel says
+ * of each open file (/proc/PID/fdinfo/FD) and of the module as a whole
+ * (/sys/class/misc/ummunotify/, /sys/module/ummunotify/parameters/).
+ * See umnstat(8).
+ *
+ * Every field is read as the kernel writes it, "key:\tvalue" lines and
+ * one-line sysfs files, and shown whatever its name: a field the module
+ * gains shows up here without a change.  Only libc is used, so that the
+ * tool runs on any node the module runs on.
+ */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEVICE		"ummunotify"
+#define SYS_DEVICE	"/sys/class/misc/" DEVICE
+#define SYS_PARAMS	"/sys/module/" DEVICE "/parameters"
+
+/* What every file's fdinfo has, printed by the VFS, not by the module. */
+static const char *const vfs_keys[] = { "pos", "flags", "mnt_id", "ino" };
+/* The driver core's attributes of every device, not the module's. */
+static const char *const core_attrs[] = { "dev", "uevent" };
+
+struct field {
+	char *key;
+	char *value;
+};
+
+struct fields {
+	struct field *v;
+	size_t n, cap;
+};
+
+struct open_file {
+	pid_t pid;
+	uid_t uid;
+	int fd;
+	char comm[64];
+	struct fields info;
+};
+
+struct snapshot {
+	time_t time;
+	bool loaded;
+	struct fields attrs;	/* module-wide, from SYS_DEVICE */
+	struct fields params;	/* SYS_PARAMS */
+	struct open_file *files;
+	size_t nfiles, cap;
+	unsigned int unreadable;	/* processes whose fds we may not see */
+};
+
+static void *xrealloc(void *p, size_t size)
+{
+	p = realloc(p, size);
+	if (!p) {
+		perror("umnstat");
+		exit(1);
+	}
+	return p;
+}
+
+static char *xstrdup(const char *s)
+{
+	return strcpy(xrealloc(NULL, strlen(s) + 1), s);
+}
+
+static void fields_add(struct fields *f, const char *key, const char *value)
+{
+	if (f->n == f->cap) {
+		f->cap = f->cap ? 2 * f->cap : 16;
+		f->v = xrealloc(f->v, f->cap * sizeof(*f->v));
+	}
+	f->v[f->n].key = xstrdup(key);
+	f->v[f->n].value = xstrdup(value);
+	f->n++;
+}
+
+static const char *fields_get(const struct fields *f, const char *key)
+{
+	for (size_t i = 0; i < f->n; i++)
+		if (!strcmp(f->v[i].key, key))
+			return f->v[i].value;
+	return NULL;
+}
+
+static void fields_free(struct fields *f)
+{
+	for (size_t i = 0; i < f->n; i++) {
+		free(f->v[i].key);
+		free(f->v[i].value);
+	}
+	free(f->v);
+	*f = (struct fields){ 0 };
+}
+
+static bool listed(const char *s, const char *const *list, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(s, list[i]))
+			return true;
+	return false;
+}
+
+/* The file's contents, NUL-terminated, in buf; false if unreadable. */
+static bool read_file(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	size_t len = 0;
+	ssize_t n;
+
+	if (fd < 0)
+		return false;
+	while (len < size - 1 &&
+	       (n = read(fd, buf + len, size - 1 - len)) > 0)
+		len += n;
+	close(fd);
+	buf[len] = '\0';
+	return true;
+}
+
+/*
+ * The one-line regular files of dir, by name, but those in skip: what
+ * sysfs shows of a device or of a module's parameters.
+ */
+static void read_sysfs_dir(const char *dir, struct fields *f,
+			   const char *const *skip, size_t nskip)
+{
+	struct dirent **names;
+	char path[PATH_MAX], buf[4096];
+	int n = scandir(dir, &names, NULL, alphasort);
+
+	for (int i = 0; i < n; i++) {
+		const char *name = names[i]->d_name;
+		struct stat st;
+		char *nl;
+
+		snprintf(path, sizeof(path), "%s/%s", dir, name);
+		if (name[0] != '.' && !listed(name, skip, nskip) &&
+		    !stat(path, &st) && S_ISREG(st.st_mode) &&
+		    read_file(path, buf, sizeof(buf)) &&
+		    (nl = strchr(buf, '\n')) && nl[1] == '\0') {
+			*nl = '\0';
+			fields_add(f, name, buf);
+		}
+		free(names[i]);
+	}
+	if (n >= 0)
+		free(names);
+}
+
+/* The "key:\tvalue" lines of an fdinfo file, but the VFS's own. */
+static void parse_fdinfo(char *text, struct fields *f)
+{
+	char *line, *save;
+
+	for (line = strtok_r(text, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char *colon = strchr(line, ':');
+		char *value;
+
+		if (!colon || colon == line)
+			continue;
+		*colon = '\0';
+		for (value = colon + 1; *value == '\t' || *value == ' ';)
+			value++;
+		if (!listed(line, vfs_keys, sizeof(vfs_keys) / sizeof(*vfs_keys)))
+			fields_add(f, line, value);
+	}
+}
+
+/* The device number of /dev/ummunotify, from sysfs; false if none. */
+static bool device_number(dev_t *dev)
+{
+	char buf[64];
+	unsigned int major, minor;
+
+	if (!read_file(SYS_DEVICE "/dev", buf, sizeof(buf)) ||
+	    sscanf(buf, "%u:%u", &major, &minor) != 2)
+		return false;
+	*dev = makedev(major, minor);
+	return true;
+}
+
+static bool wanted(pid_t pid, const pid_t *pids, size_t npids)
+{
+	if (!npids)
+		return true;
+	for (size_t i = 0; i < npids; i++)
+		if (pids[i] == pid)
+			return true;
+	return false;
+}
+
+/*
+ * The open files of process pid on the device.  An fd is one of them if
+ * its path ends in /ummunotify (the name is read without touching the
+ * file, which a stat() of another kind of file could block on) and stat()
+ * then confirms the device number.
+ */
+static void scan_process(struct snapshot *s, pid_t pid, dev_t dev)
+{
+	char dir[64], path[PATH_MAX], target[PATH_MAX], text[16384];
+	struct open_file *f;
+	struct dirent *d;
+	struct stat st;
+	DIR *fds;
+
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)pid);
+	fds = opendir(dir);
+	if (!fds) {
+		if (errno == EACCES)
+			s->unreadable++;
+		return;
+	}
+	while ((d = readdir(fds))) {
+		ssize_t len;
+		char *base;
+
+		if (!isdigit((unsigned char)d->d_name[0]))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, d->d_name);
+		len = readlink(path, target, sizeof(target) - 1);
+		if (len < 0)
+			continue;
+		target[len] = '\0';
+		base = strrchr(target, '/');
+		if (!base || strcmp(base + 1, DEVICE) || stat(path, &st) ||
+		    !S_ISCHR(st.st_mode) || st.st_rdev != dev)
+			continue;
+
+		snprintf(path, sizeof(path), "/proc/%d/fdinfo/%s", (int)pid,
+			 d->d_name);
+		if (!read_file(path, text, sizeof(text)))
+			continue;	/* closed meanwhile */
+		if (s->nfiles == s->cap) {
+			s->cap = s->cap ? 2 * s->cap : 16;
+			s->files = xrealloc(s->files, s->cap * sizeof(*s->files));
+		}
+		f = &s->files[s->nfiles++];
+		*f = (struct open_file){ .pid = pid, .fd = atoi(d->d_name) };
+		parse_fdinfo(text, &f->info);
+		snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+		if (!stat(path, &st))
+			f->uid = st.st_uid;
+		snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+		if (read_file(path, f->comm, sizeof(f->comm)))
+			f->comm[strcspn(f->comm, "\n")] = '\0';
+	}
+	closedir(fds);
+}
+
+static int by_pid_fd(const void *a, const void *b)
+{
+	const struct open_file *x = a, *y = b;
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return (x->fd > y->fd) - (x->fd < y->fd);
+}
+
+static void take_snapshot(struct snapshot *s, const pid_t *pids, size_t npids)
+{
+	struct dirent *d;
+	dev_t dev;
+	DIR *proc;
+
+	*s = (struct snapshot){ .time = time(NULL) };
+	s->loaded = !access("/sys/module/" DEVICE, F_OK);
+	if (!s->loaded)
+		return;
+	read_sysfs_dir(SYS_DEVICE, &s->attrs, core_attrs,
+		       sizeof(core_attrs) / sizeof(*core_attrs));
+	read_sysfs_dir(SYS_PARAMS, &s->params, NULL, 0);
+	if (!device_number(&dev))
+		return;
+	proc = opendir("/proc");
+	if (!proc)
+		return;
+	while ((d = readdir(proc))) {
+		char *end;
+		long pid = strtol(d->d_name, &end, 10);
+
+		if (*end || pid <= 0 || !wanted(pid, pids, npids))
+			continue;
+		scan_process(s, pid, dev);
+	}
+	closedir(proc);
+	qsort(s->files, s->nfiles, sizeof(*s->files), by_pid_fd);
+}
+
+static void free_snapshot(struct snapshot *s)
+{
+	fields_free(&s->attrs);
+	fields_free(&s->params);
+	for (size_t i = 0; i < s->nfiles; i++)
+		fields_free(&s->files[i].info);
+	free(s->files);
+}
+
+/* User names, looked up once each: a directory service may be slow. */
+static const char *user_name(uid_t uid)
+{
+	static struct {
+		uid_t uid;
+		char *name;
+	} *cache;
+	static size_t n;
+	struct passwd *pw;
+	char buf[16];
+
+	for (size_t i = 0; i < n; i++)
+		if (cache[i].uid == uid)
+			return cache[i].name;
+	pw = getpwuid(uid);
+	snprintf(buf, sizeof(buf), "%u", (unsigned int)uid);
+	cache = xrealloc(cache, (n + 1) * sizeof(*cache));
+	cache[n].uid = uid;
+	cache[n].name = xstrdup(pw ? pw->pw_name : buf);
+	return cache[n++].name;
+}
+
+/* Text: the module's line, its parameters, then a table of open files. */
+static void print_fields_line(const char *title, const struct fields *f)
+{
+	printf("%s:", title);
+	for (size_t i = 0; i < f->n; i++)
+		printf("%s %s %s", i ? "," : "", f->v[i].key, f->v[i].value);
+	printf("%s\n", f->n ? "" : " none");
+}
+
+static void print_text(const struct snapshot *s)
+{
+	struct fields cols = { 0 };	/* fdinfo keys, first seen first */
+	size_t *width;
+
+	if (!s->loaded) {
+		printf("module: not loaded\n");
+		return;
+	}
+	print_fields_line("module", &s->attrs);
+	print_fields_line("parameters", &s->params);
+	if (s->unreadable)
+		printf("(%u processes not shown: only root sees every process's files)\n",
+		       s->unreadable);
+	if (!s->nfiles) {
+		printf("no process has /dev/" DEVICE " open\n");
+		return;
+	}
+
+	for (size_t i = 0; i < s->nfiles; i++)
+		for (size_t j = 0; j < s->files[i].info.n; j++)
+			if (!fields_get(&cols, s->files[i].info.v[j].key))
+				fields_add(&cols, s->files[i].info.v[j].key, "");
+	width = xrealloc(NULL, (cols.n + 1) * sizeof(*width));
+	for (size_t j = 0; j < cols.n; j++) {
+		width[j] = strlen(cols.v[j].key);
+		for (size_t i = 0; i < s->nfiles; i++) {
+			const char *v = fields_get(&s->files[i].info,
+						   cols.v[j].key);
+
+			if (v && strlen(v) > width[j])
+				width[j] = strlen(v);
+		}
+	}
+
+	/* A field's header is its key, in capitals. */
+	printf("\n%7s %-10s %-16s %4s", "PID", "USER", "COMMAND", "FD");
+	for (size_t j = 0; j < cols.n; j++) {
+		char up[64];
+		size_t k;
+
+		for (k = 0; cols.v[j].key[k] && k < sizeof(up) - 1; k++)
+			up[k] = toupper((unsigned char)cols.v[j].key[k]);
+		up[k] = '\0';
+		printf(" %*s", (int)width[j], up);
+	}
+	printf("\n");
+	for (size_t i = 0; i < s->nfiles; i++) {
+		const struct open_file *f = &s->files[i];
+
+		printf("%7d %-10.10s %-16.16s %4d", (int)f->pid,
+		       user_name(f->uid), f->comm, f->fd);
+		for (size_t j = 0; j < cols.n; j++) {
+			const char *v = fields_get(&f->info, cols.v[j].key);
+
+			printf(" %*s", (int)width[j], v ? v : "-");
+		}
+		printf("\n");
+	}
+	free(width);
+	fields_free(&cols);
+}
+
+/* JSON: strings as UTF-8, invalid bytes as U+FFFD. */
+static size_t utf8_len(const unsigned char *p)
+{
+	size_t n = *p >= 0xf0 ? 4 : *p >= 0xe0 ? 3 : 2;
+	unsigned char lo = 0x80, hi = 0xbf;
+
+	if (*p < 0xc2 || *p > 0xf4)
+		return 0;
+	if (*p == 0xe0)
+		lo = 0xa0;
+	else if (*p == 0xed)
+		hi = 0x9f;
+	else if (*p == 0xf0)
+		lo = 0x90;
+	else if (*p == 0xf4)
+		hi = 0x8f;
+	if (p[1] < lo || p[1] > hi)
+		return 0;
+	for (size_t i = 2; i < n; i++)
+		if (p[i] < 0x80 || p[i] > 0xbf)
+			return 0;
+	return n;
+}
+
+static void json_string(const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+
+	putchar('"');
+	while (*p) {
+		size_t n;
+
+		if (*p == '"' || *p == '\\') {
+			printf("\\%c", *p++);
+		} else if (*p < 0x20 || *p == 0x7f) {
+			printf("\\u%04x", *p++);
+		} else if (*p < 0x80) {
+			putchar(*p++);
+		} else if ((n = utf8_len(p))) {
+			fwrite(p, 1, n, stdout);
+			p += n;
+		} else {
+			fputs("\\ufffd", stdout);
+			p++;
+		}
+	}
+	putchar('"');
+}
+
+/*
+ * A value as a JSON number if it is an integer, decimal as written or
+ * 0x-hexadecimal (converted, JSON has no hexadecimal); else a string.
+ */
+static void json_value(const char *v)
+{
+	const char *digits = v + (*v == '-');
+	unsigned long long x;
+	char *end;
+
+	if (isdigit((unsigned char)*digits) &&
+	    (digits[0] != '0' || !digits[1]) &&
+	    strspn(digits, "0123456789") == strlen(digits)) {
+		fputs(v, stdout);
+		return;
+	}
+	if (v[0] == '0' && v[1] == 'x' && isxdigit((unsigned char)v[2])) {
+		errno = 0;
+		x = strtoull(v, &end, 16);
+		if (!*end && !errno) {
+			printf("%llu", x);
+			return;
+		}
+	}
+	json_string(v);
+}
+
+static void json_fields(const struct fields *f)
+{
+	putchar('{');
+	for (size_t i = 0; i < f->n; i++) {
+		if (i)
+			putchar(',');
+		json_string(f->v[i].key);
+		putchar(':');
+		json_value(f->v[i].value);
+	}
+	putchar('}');
+}
+
+static void print_json(const struct snapshot *s)
+{
+	printf("{\"time\":%lld,\"module\":{\"loaded\":%s", (long long)s->time,
+	       s->loaded ? "true" : "false");
+	if (s->loaded) {
+		printf(",\"attributes\":");
+		json_fields(&s->attrs);
+		printf(",\"parameters\":");
+		json_fields(&s->params);
+	}
+	printf("},\"unreadable_processes\":%u,\"files\":[", s->unreadable);
+	for (size_t i = 0; i < s->nfiles; i++) {
+		const struct open_file *f = &s->files[i];
+
+		printf("%s{\"pid\":%d,\"uid\":%u,\"user\":", i ? "," : "",
+		       (int)f->pid, (unsigned int)f->uid);
+		json_string(user_name(f->uid));
+		printf(",\"command\":");
+		json_string(f->comm);
+		printf(",\"fd\":%d,\"fdinfo\":", f->fd);
+		json_fields(&f->info);
+		putchar('}');
+	}
+	printf("]}\n");
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"Usage: umnstat [-j] [-w[SECONDS]] [-p PID]...\n"
+		"Which processes have /dev/" DEVICE " open, and what the kernel says\n"
+		"of each open file and of the module.\n\n"
+		"  -j, --json             one JSON object (with -w, one per line)\n"
+		"  -w, --watch[=SECONDS]  again every SECONDS (default 2) until killed\n"
+		"  -p, --pid=PID          only process PID (repeatable)\n"
+		"  -h, --help             this help\n\n"
+		"Exit status: 0, 1 if the module is not loaded, 2 on bad usage.\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "watch", optional_argument, NULL, 'w' },
+		{ "pid", required_argument, NULL, 'p' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 }
+	};
+	bool json = false, watch = false;
+	unsigned int interval = 2;
+	pid_t *pids = NULL;
+	size_t npids = 0;
+	struct snapshot s;
+	char *end;
+	long v;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "jw::p:h", options, NULL)) != -1) {
+		switch (c) {
+		case 'j':
+			json = true;
+			break;
+		case 'w':
+			watch = true;
+			if (!optarg)
+				break;
+			v = strtol(optarg, &end, 10);
+			if (*end || v < 1 || v > 86400) {
+				fprintf(stderr, "umnstat: bad interval: %s\n", optarg);
+				return 2;
+			}
+			interval = v;
+			break;
+		case 'p':
+			v = strtol(optarg, &end, 10);
+			if (*end || v < 1 || v > INT_MAX) {
+				fprintf(stderr, "umnstat: bad PID: %s\n", optarg);
+				return 2;
+			}
+			pids = xrealloc(pids, (npids + 1) * sizeof(*pids));
+			pids[npids++] = v;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind < argc) {
+		usage(stderr);
+		return 2;
+	}
+
+	for (;;) {
+		take_snapshot(&s, pids, npids);
+		if (json) {
+			print_json(&s);
+		} else {
+			if (watch && isatty(STDOUT_FILENO))
+				fputs("\033[H\033[2J", stdout);
+			if (watch) {
+				char when[64];
+
+				strftime(when, sizeof(when), "%F %T",
+					 localtime(&s.time));
+				printf("umnstat every %us: %s\n\n", interval, when);
+			}
+			print_text(&s);
+		}
+		fflush(stdout);
+		free_snapshot(&s);
+		if (!watch)
+			return s.loaded ? 0 : 1;
+		sleep(interval);
+	}
+}
