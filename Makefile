@@ -16,9 +16,13 @@
 #                 part alone: install-modules, install-headers, install-lib,
 #                 install-tools, install-boot
 # make install-dkms  the module's source and dkms.conf in
-#                 /usr/src/ummunotify-VERSION, for "dkms install"
+#                 /usr/src/ummunotify-VERSION, for "dkms install", and
+#                 dkms-install-all there, to build it for every kernel
+# make deb, make rpm  the Debian packages, the RPMs, built from the
+#                 committed tree (make dist: its tarball) in build/packages/
 
-# The release; dkms.conf takes it from here.
+# The release.  dkms.conf takes it from here; debian/changelog and
+# ummunotify.spec must say the same (tools/testing/packages checks).
 VERSION	:= 1.0.0
 
 TOP	:= $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
@@ -49,7 +53,7 @@ CFLAGS	+= -Wall -Wextra -I$(TOP)/include/uapi
 
 .PHONY: all modules lib selftests tools umnstat check demo fuzz bench clean \
 	install install-modules install-headers install-lib install-tools \
-	install-boot install-dkms
+	install-boot install-dkms dist deb rpm
 all: modules lib selftests tools
 
 # Kbuild writes objects beside the sources, so each kernel gets its own
@@ -161,6 +165,33 @@ install-dkms:
 	done
 	sed 's/#MODULE_VERSION#/$(VERSION)/' dkms.conf >$(DKMS_SRC)/dkms.conf
 	chmod 644 $(DKMS_SRC)/dkms.conf
+	install -m 755 tools/dkms-install-all $(DKMS_SRC)/dkms-install-all
+
+# Packages are built from what is committed, as from a release tarball.
+PKG := $(B)/packages
+TARBALL := $(PKG)/ummunotify-$(VERSION).tar.gz
+dist:
+	@mkdir -p $(PKG)
+	@git -C $(TOP) diff --quiet HEAD || \
+		echo "dist: uncommitted changes are not in the tarball" >&2
+	git -C $(TOP) archive --prefix=ummunotify-$(VERSION)/ -o $(TARBALL) HEAD
+
+deb: dist
+	rm -rf $(PKG)/deb
+	mkdir -p $(PKG)/deb
+	tar -xzf $(TARBALL) -C $(PKG)/deb
+	cd $(PKG)/deb/ummunotify-$(VERSION) && dpkg-buildpackage -us -uc -b
+
+# On a system whose packages are not RPMs (Debian), rpmbuild cannot see
+# that the BuildRequires are installed.  RPMBUILD_FLAGS=--nocheck, say.
+rpm: dist
+	rm -rf $(PKG)/rpm
+	mkdir -p $(PKG)/rpm
+	tar -xzf $(TARBALL) -O ummunotify-$(VERSION)/ummunotify.spec \
+		>$(PKG)/rpm/ummunotify.spec
+	rpmbuild -bb $(if $(wildcard /var/lib/dpkg/status),--nodeps) \
+		$(RPMBUILD_FLAGS) --define '_topdir $(PKG)/rpm' \
+		--define '_sourcedir $(PKG)' $(PKG)/rpm/ummunotify.spec
 
 clean:
 	rm -rf $(B)
