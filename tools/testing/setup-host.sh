@@ -11,14 +11,12 @@ if [ "$(id -u)" != 0 ]; then
 	exec sudo "$0" "$@"
 fi
 
+# shellcheck source-path=SCRIPTDIR source=lib/debian.sh
+. "$(dirname "$0")/lib/debian.sh"
+
 bpo=/etc/apt/sources.list.d/ummunotify-backports.sources
 if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
-	uri=$(awk '
-		/^URIs:/ { u = $2 }
-		/^Suites:/ && / bookworm( |$)/ && u != "" { print u; exit }
-		/^deb[ \t]/ && $0 ~ / bookworm( |$)/ {
-			for (i = 2; i <= NF; i++) if ($i ~ /:\/\//) { print $i; exit }
-		}' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null | head -n1)
+	uri=$(debian_uri)
 	[ -n "$uri" ] || { echo "setup-host: no bookworm apt source found" >&2; exit 1; }
 	key=/usr/share/keyrings/debian-archive-keyring.gpg
 	printf 'Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main\nSigned-By: %s\n' \
@@ -29,10 +27,6 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 
 # The 6.12 kernel the backports meta-packages point at.
-bpo_dep() {
-	apt-cache show "$1/bookworm-backports" 2>/dev/null |
-		sed -n 's/^Depends: \([^ ,]*\).*/\1/p' | head -n1
-}
 bpo_image=$(bpo_dep linux-image-amd64)
 bpo_headers=$(bpo_dep linux-headers-amd64)
 if [ -z "$bpo_image" ] || [ -z "$bpo_headers" ]; then
@@ -47,7 +41,9 @@ apt-get install -y -qq --no-install-recommends \
 	sparse coccinelle pkg-config gcc-multilib \
 	rdma-core ibverbs-utils libibverbs-dev ibverbs-providers iproute2 \
 	libfabric-dev libfabric-bin openmpi-bin libopenmpi-dev \
-	gnuplot-nox python3 >/dev/null
+	gnuplot-nox python3 \
+	dpkg-dev debhelper dh-dkms dkms fakeroot lintian devscripts blhc rpm \
+	mmdebstrap >/dev/null
 apt-get install -y -qq --no-install-recommends -t bookworm-backports \
 	"$bpo_image" "$bpo_headers" >/dev/null
 # trixie-root makes the Debian 13 system of the libfabric 2.1 tests.
