@@ -12,9 +12,9 @@
 #                 results.json and bench.svg
 # make install    module, <linux/ummunotify.h>, the libraries, umnstat, the
 #                 udev rule and modules-load.d entry (DESTDIR=, PREFIX=,
-#                 LIBDIR=; VERBS=no: without libummunotify-verbs).  Each
-#                 part alone: install-modules, install-headers, install-lib,
-#                 install-tools, install-boot
+#                 LIBDIR=; VERBS=no, OFI=no: without libummunotify-verbs or
+#                 -ofi, see lib/have.mk).  Each part alone: install-modules,
+#                 install-headers, install-lib, install-tools, install-boot
 # make install-dkms  the module's source and dkms.conf in
 #                 /usr/src/ummunotify-VERSION, for "dkms install", and
 #                 dkms-install-all there, to build it for every kernel
@@ -79,7 +79,8 @@ selftests:
 # The demo runs on libummunotify's cache; where libummunotify-verbs is
 # built (VERBS=), also on it, with the RDMA test's queue pairs
 # (lib/tests/rdma/rc.c).
-include lib/verbs/have-verbs.mk
+include lib/have.mk
+HAVE_VERBS := $(call have,VERBS,infiniband/verbs.h)
 DEMO_SRCS := tools/ummunotify-demo.c
 DEMO_CFLAGS := -I$(TOP)/lib/include
 DEMO_LIBS := $(B)/lib/libummunotify.a -pthread

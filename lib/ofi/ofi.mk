@@ -2,7 +2,8 @@
 #
 # libummunotify-ofi, a memory monitor for libfabric's MR cache, and
 # libummunotify-fi.so, a link to it in libfabric's provider directory, which
-# imports it into every libfabric program.  Included by ../Makefile; built only where <rdma/fi_ext.h> is,
+# imports it into every libfabric program.  Included by ../Makefile; built
+# where <rdma/fi_ext.h> is (OFI=yes: always, OFI=no: never; see ../have.mk),
 # and then
 #
 # all			also libummunotify-ofi.{so,a} and ofi/libummunotify-fi.so
@@ -19,8 +20,7 @@
 #			from if PREFIX is that libfabric's, else
 #			$(LIBDIR)/libfabric
 
-HAVE_OFI	:= $(shell printf '\043include <rdma/fi_ext.h>\n' | \
-			   $(CC) -E -x c - >/dev/null 2>&1 && echo y)
+HAVE_OFI	:= $(call have,OFI,rdma/fi_ext.h)
 
 ifeq ($(HAVE_OFI),y)
 OFI_VERSION	:= 1.0.0

@@ -3,7 +3,7 @@
 # libummunotify-verbs, ibv_reg_mr() through the cache: a library of its
 # own, so that libummunotify needs nothing but libc.  Included by
 # ../Makefile; built where <infiniband/verbs.h> is (VERBS=yes: always,
-# VERBS=no: never; see have-verbs.mk), and then
+# VERBS=no: never; see ../have.mk), and then
 #
 # all			also libummunotify-verbs.{so,a}
 # check			also its host test (plain, ASan and UBSan) and an
@@ -13,7 +13,7 @@
 #			guest of each kernel
 # install		also its library, header, pkg-config file, man pages
 
-include $(dir $(lastword $(MAKEFILE_LIST)))have-verbs.mk
+HAVE_VERBS	:= $(call have,VERBS,infiniband/verbs.h)
 
 ifeq ($(HAVE_VERBS),y)
 VERBS_VERSION	:= 1.0.0
