@@ -177,11 +177,12 @@ dist:
 		echo "dist: uncommitted changes are not in the tarball" >&2
 	git -C $(TOP) archive --prefix=ummunotify-$(VERSION)/ -o $(TARBALL) HEAD
 
+# The source package too, so that lintian checks it.
 deb: dist
 	rm -rf $(PKG)/deb
 	mkdir -p $(PKG)/deb
 	tar -xzf $(TARBALL) -C $(PKG)/deb
-	cd $(PKG)/deb/ummunotify-$(VERSION) && dpkg-buildpackage -us -uc -b
+	cd $(PKG)/deb/ummunotify-$(VERSION) && dpkg-buildpackage -us -uc
 
 # On a system whose packages are not RPMs (Debian), rpmbuild cannot see
 # that the BuildRequires are installed.  RPMBUILD_FLAGS=--nocheck, say.
