@@ -43,9 +43,10 @@ apt-get install -y -qq --no-install-recommends \
 	libfabric-dev libfabric-bin openmpi-bin libopenmpi-dev \
 	gnuplot-nox python3 \
 	dpkg-dev debhelper dh-dkms dkms fakeroot lintian devscripts blhc rpm \
-	mmdebstrap >/dev/null
+	>/dev/null
 apt-get install -y -qq --no-install-recommends -t bookworm-backports \
 	"$bpo_image" "$bpo_headers" >/dev/null
-# trixie-root makes the Debian 13 system of the libfabric 2.1 tests.
+# trixie-root makes the Debian 13 system of the libfabric 2.1 tests,
+# debian-root the Debian 12 system the packages are installed into.
 apt-get install -y -qq --no-install-recommends mmdebstrap >/dev/null
 echo "setup-host: ready: $bpo_image and the 6.1 kernel"
