@@ -1,8 +1,19 @@
 #!/bin/sh
-# Install what building and testing ummunotify needs on Debian 12.
-# The backports suite (for the 6.12 kernel) is added with the URI of the
-# machine's own Debian source, so no mirror is named here.
+# Install what building and testing ummunotify needs on Debian 12: the
+# host's 6.1 and bookworm-backports' 6.12 kernels, and in chroots of their
+# own releases (see lib/roots.sh) the 5.10 of bullseye and the newest 7.x of
+# trixie-backports, with the compilers their headers need.  Suites are added
+# with the URI of the machine's own Debian source, so no mirror is named
+# here; the host's apt sources gain bookworm-backports and nothing else.
 set -eu
+
+testing=$(cd "$(dirname "$0")" && pwd -P)
+# shellcheck source-path=SCRIPTDIR source=lib/cache.sh
+. "$testing/lib/cache.sh"
+# shellcheck source-path=SCRIPTDIR source=lib/roots.sh
+. "$testing/lib/roots.sh"
+# shellcheck source-path=SCRIPTDIR source=lib/debian.sh
+. "$testing/lib/debian.sh"
 
 # Root installs packages; anyone else asks sudo for it.
 if [ "$(id -u)" != 0 ]; then
@@ -11,19 +22,17 @@ if [ "$(id -u)" != 0 ]; then
 	exec sudo "$0" "$@"
 fi
 
-# shellcheck source-path=SCRIPTDIR source=lib/debian.sh
-. "$(dirname "$0")/lib/debian.sh"
+uri=$(debian_uri)
+[ -n "$uri" ] || { echo "setup-host: no bookworm apt source found" >&2; exit 1; }
+key=/usr/share/keyrings/debian-archive-keyring.gpg
 
 bpo=/etc/apt/sources.list.d/ummunotify-backports.sources
 if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
-	uri=$(debian_uri)
-	[ -n "$uri" ] || { echo "setup-host: no bookworm apt source found" >&2; exit 1; }
-	key=/usr/share/keyrings/debian-archive-keyring.gpg
 	printf 'Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main\nSigned-By: %s\n' \
 		"$uri" "$key" > "$bpo"
 fi
 
-export DEBIAN_FRONTEND=noninteractive
+export DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes
 apt-get update -qq
 
 # The 6.12 kernel the backports meta-packages point at.
@@ -36,7 +45,7 @@ fi
 
 apt-get install -y -qq --no-install-recommends \
 	build-essential bc bison flex libelf-dev libssl-dev cpio kmod xz-utils zstd \
-	qemu-system-x86 busybox-static \
+	qemu-system-x86 busybox-static debootstrap \
 	linux-image-amd64 linux-headers-amd64 linux-source-6.1 \
 	sparse coccinelle pkg-config gcc-multilib \
 	rdma-core ibverbs-utils libibverbs-dev ibverbs-providers iproute2 \
@@ -49,4 +58,113 @@ apt-get install -y -qq --no-install-recommends -t bookworm-backports \
 # trixie-root makes the Debian 13 system of the libfabric 2.1 tests,
 # debian-root the Debian 12 system the packages are installed into.
 apt-get install -y -qq --no-install-recommends mmdebstrap >/dev/null
-echo "setup-host: ready: $bpo_image and the 6.1 kernel"
+# Run "apt-get ARGS" (a download) in ROOT, in an empty
+# ROOT/var/cache/ummunotify-debs, where the packages land.
+# Usage: fetch_debs ROOT ARGS...
+fetch_debs() {
+	fetch_root=$1
+	shift
+	rm -rf "$fetch_root/var/cache/ummunotify-debs"
+	mkdir -p "$fetch_root/var/cache/ummunotify-debs"
+	in_root "$fetch_root" '' /bin/sh -c 'cd /var/cache/ummunotify-debs &&
+		exec apt-get -qq -o APT::Sandbox::User=root "$@"' fetch_debs "$@"
+}
+
+# SUITE's chroot, made once, then brought up to date with the newest
+# kernel its linux-image-amd64 points at (in KSUITE, SUITE itself or its
+# backports): its headers installed there, with the toolchain and kernel-doc's
+# perl and python3 for W=1 and sparse; its image and modules unpacked there
+# for vm-run.  Older kernels go.  Prints the kernel release.
+# Usage: kernel_root SUITE KSUITE
+kernel_root() {
+	suite=$1 ksuite=$2
+	root=$(root_of "$suite")
+
+	if [ ! -e "$root/.debootstrapped" ]; then
+		rm -rf "$root"
+		mkdir -p "${root%/*}"
+		debootstrap --variant=minbase --keyring="$key" "$suite" "$root" "$uri" \
+			>"$root.log" 2>&1 ||
+			{ echo "setup-host: debootstrap $suite failed, see $root.log" >&2; exit 1; }
+		touch "$root/.debootstrapped"
+	fi
+	printf 'deb %s %s main\n' "$uri" "$suite" >"$root/etc/apt/sources.list"
+	[ "$ksuite" = "$suite" ] ||
+		printf 'deb %s %s main\n' "$uri" "$ksuite" >>"$root/etc/apt/sources.list"
+	in_root "$root" '' apt-get update -qq
+	image=$(in_root "$root" '' apt-cache show "linux-image-amd64/$ksuite" |
+		sed -n 's/^Depends: //p' | head -n1 | tr ',' '\n' |
+		sed -n 's/^ *\(linux-image-[0-9][^ ]*\).*/\1/p')
+	[ -n "$image" ] || { echo "setup-host: no kernel in $ksuite" >&2; exit 1; }
+	krel=${image#linux-image-}
+	in_root "$root" '' apt-get install -y -qq --no-install-recommends \
+		-t "$ksuite" build-essential sparse perl python3 kmod \
+		"linux-headers-$krel" >/dev/null
+	in_root "$root" '' apt-get autoremove -y -qq --purge >/dev/null
+	# The image is unpacked, not installed: nothing boots the chroot, and
+	# installing would build an initramfs nobody uses.  7.x images are
+	# split into linux-binary, linux-modules and linux-base packages.
+	if ! image_of "$root" "$krel" >/dev/null; then
+		parts=$(in_root "$root" '' apt-cache show "$image/$ksuite" |
+			sed -n 's/^Depends: //p' | head -n1 | tr '|' ',' | tr ',' '\n' |
+			sed -n "s|^ *\(linux-[a-z]*-$krel\)\( .*\)\{0,1\}\$|\1/$ksuite|p")
+		# shellcheck disable=SC2086 # one word per package
+		fetch_debs "$root" download "$image/$ksuite" $parts
+		# Not dpkg -x: it would replace the merged /usr's /lib symlink.
+		for deb in "$root"/var/cache/ummunotify-debs/*.deb; do
+			dpkg-deb --fsys-tarfile "$deb" |
+				tar -x -C "$root" --keep-directory-symlink
+		done
+		rm -rf "$root/var/cache/ummunotify-debs"
+		in_root "$root" '' depmod "$krel"
+	fi
+	for old in "$root"/lib/modules/*; do
+		[ "${old##*/}" != "$krel" ] || continue
+		rm -rf "$old" "$root"/boot/*-"${old##*/}"
+	done
+	echo "$krel"
+}
+
+# Sparse for a 7.x kernel's C=2.  Its Makefile checks the checker with
+# scripts/checker-valid.sh, which Debian's linux-kbuild-7.x package lacks
+# (linux-source-7.x has it), on __typeof_unqual__, which trixie's sparse
+# 0.6.4 cannot parse: sid's sparse can, and needs only libc, so its binary
+# alone goes to the chroot's /usr/local/bin, fetched with an apt
+# configuration of its own.  linux-source-7.x is also what debug-kernel 7
+# builds, with the packages a kernel build needs.
+# Usage: sparse_for_7 ROOT KREL
+sparse_for_7() {
+	root=$1 krel=$2
+	source=linux-source-${krel%.*}
+	in_root "$root" '' apt-get install -y -qq --no-install-recommends \
+		-t trixie-backports "$source" bc bison flex libelf-dev libssl-dev \
+		cpio xz-utils zstd >/dev/null
+	scripts=$root/lib/modules/$krel/build/scripts
+	if [ ! -e "$scripts/checker-valid.sh" ]; then
+		tar -xJf "$root/usr/src/$source.tar.xz" -O \
+			"$source/scripts/checker-valid.sh" >"$scripts/checker-valid.sh"
+		chmod 755 "$scripts/checker-valid.sh"
+	fi
+	if [ ! -x "$root/usr/local/bin/sparse" ]; then
+		mkdir -p "$root/etc/apt/ummunotify-sid/lists/partial"
+		printf 'deb %s sid main\n' "$uri" >"$root/etc/apt/ummunotify-sid/sources.list"
+		sid="-o Dir::Etc::sourcelist=/etc/apt/ummunotify-sid/sources.list"
+		sid="$sid -o Dir::Etc::sourceparts=-"
+		sid="$sid -o Dir::State::Lists=/etc/apt/ummunotify-sid/lists"
+		# sid's Release files are valid a week; a mirror may be older.
+		sid="$sid -o Acquire::Check-Valid-Until=false"
+		# shellcheck disable=SC2086 # the options split
+		in_root "$root" '' apt-get -qq $sid update
+		# shellcheck disable=SC2086
+		fetch_debs "$root" $sid download sparse/sid
+		dpkg-deb --fsys-tarfile "$root"/var/cache/ummunotify-debs/sparse_*.deb |
+			tar -x -O ./usr/bin/sparse >"$root/usr/local/bin/sparse"
+		chmod 755 "$root/usr/local/bin/sparse"
+		rm -rf "$root/var/cache/ummunotify-debs"
+	fi
+}
+
+krel_5=$(kernel_root bullseye bullseye)
+krel_7=$(kernel_root trixie trixie-backports)
+sparse_for_7 "$(root_of trixie)" "$krel_7"
+echo "setup-host: ready: the 6.1 kernel, $bpo_image; $krel_5 and $krel_7 in $(cache_root)/roots"

@@ -4,18 +4,25 @@
 # KVM probe result live outside the repository, so that a fresh clone or a
 # "git clean" does not throw away a twelve-minute kernel build.
 
-# Print the cache root, creating it: $UMMUNOTIFY_CACHE, else a system-wide
-# directory, else the user's cache when the system one is not writable.
+# Where the cache may be: $UMMUNOTIFY_CACHE, else a system-wide directory,
+# else the user's cache when the system one is not writable.
+cache_places="${UMMUNOTIFY_CACHE:-/var/cache/ummunotify}
+${XDG_CACHE_HOME:-$HOME/.cache}/ummunotify"
+
+# Print the cache root, creating it.
 cache_root() {
-	for dir in "${UMMUNOTIFY_CACHE:-/var/cache/ummunotify}" \
-		   "${XDG_CACHE_HOME:-$HOME/.cache}/ummunotify"; do
+	(
+	IFS='
+'
+	for dir in $cache_places; do
 		if mkdir -p "$dir" 2>/dev/null && [ -w "$dir" ]; then
 			echo "$dir"
-			return 0
+			exit 0
 		fi
 	done
 	echo "no writable cache directory" >&2
-	return 1
+	exit 1
+	)
 }
 
 # Hold, until the caller exits, the lock that makes guests and kernel builds

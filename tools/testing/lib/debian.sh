@@ -3,15 +3,17 @@
 # Sourced by setup-host.sh and debian-root: the machine's own Debian archive,
 # so that no mirror is named in the repository.
 
-# Print the URI of the machine's bookworm apt source.
+# Print the URI of the machine's bookworm apt source.  cat, not awk's own
+# file arguments: mawk stops at the first file missing (an empty
+# sources.list.d, as the installer leaves it).
 debian_uri() {
-	awk '
+	cat /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null |
+		awk '
 		/^URIs:/ { u = $2 }
 		/^Suites:/ && / bookworm( |$)/ && u != "" { print u; exit }
 		/^deb[ \t]/ && $0 ~ / bookworm( |$)/ {
 			for (i = 2; i <= NF; i++) if ($i ~ /:\/\//) { print $i; exit }
-		}' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null |
-		head -n1
+		}' | head -n1
 }
 
 # Print the package the bookworm-backports meta-package $1 depends on (the
