@@ -6,9 +6,10 @@
  * that did not ask get none.
  *
  * Runs as root in a guest: it creates a cgroup v2 group with a memory
- * limit and has the kernel reclaim in it (memory.reclaim runs the reclaim
- * a cgroup at its limit runs, without the throttling that makes reaching
- * the limit take seconds per page under emulation).
+ * limit and has the kernel reclaim in it (memory.reclaim, or before 5.19
+ * a lowered memory.high, runs the reclaim a cgroup at its limit runs,
+ * without the throttling that makes reaching the limit take seconds per
+ * page under emulation).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -139,6 +140,46 @@ static bool make_cgroup(void)
 }
 
 /*
+ * Have the kernel reclaim @bytes in CGROUP; 0, or -1 with errno (EAGAIN:
+ * it found less to free, having asked the shrinkers all the same).
+ * memory.reclaim is new in 5.19; before it, a write of memory.high below
+ * the usage runs the same loop of memcg reclaim in the writer until the
+ * usage is under it or nothing more is freed, and writing the old limit
+ * back ends it.  Nothing is opened or touched while the limit is low: a
+ * charge above memory.high would have the caller throttled on its way
+ * back to user space.
+ */
+static int reclaim_in_cgroup(unsigned long bytes)
+{
+	char text[32], high[32], usage[32];
+	unsigned long used;
+	int fd, ret, err;
+
+	snprintf(text, sizeof(text), "%lu", bytes);
+	if (!write_file(CGROUP "/memory.reclaim", text))
+		return 0;
+	if (errno != ENOENT)
+		return -1;
+	if (read_file(CGROUP "/memory.high", high, sizeof(high)) ||
+	    read_file(CGROUP "/memory.current", usage, sizeof(usage)))
+		return -1;
+	fd = open(CGROUP "/memory.high", O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	used = strtoul(usage, NULL, 10);
+	snprintf(text, sizeof(text), "%lu", used > bytes ? used - bytes : 0);
+	ret = pwrite(fd, text, strlen(text), 0) < 0 ? -1 : 0;
+	err = errno;
+	if (pwrite(fd, high, strlen(high), 0) < 0) {
+		ret = -1;
+		err = errno;
+	}
+	close(fd);
+	errno = err;
+	return ret;
+}
+
+/*
  * In a child inside the cgroup: a file with PRESSURE and one without,
  * both watching 1 GiB; reclaim in the cgroup.  Exit status: 0 if only the
  * first got a PRESSURE event, and for no more than it watches.
@@ -164,7 +205,7 @@ static int child_under_pressure(void *watched)
 		return 13;
 
 	/* EAGAIN: it found too little to free; it asked us all the same. */
-	if (write_file(CGROUP "/memory.reclaim", "64M") && errno != EAGAIN)
+	if (reclaim_in_cgroup(64UL << 20) && errno != EAGAIN)
 		return 17;
 
 	if (ring_pressure(&asked, &bytes) != 1)
@@ -245,7 +286,7 @@ static int child_watching_all_of_user_space(void)
 		return 12;
 	resident = resident_bytes();
 	clock_gettime(CLOCK_MONOTONIC, &start);
-	if (write_file(CGROUP "/memory.reclaim", "64M") && errno != EAGAIN)
+	if (reclaim_in_cgroup(64UL << 20) && errno != EAGAIN)
 		return 13;
 	clock_gettime(CLOCK_MONOTONIC, &end);
 	took = end.tv_sec - start.tv_sec + (end.tv_nsec - start.tv_nsec) / 1e9;
@@ -331,7 +372,7 @@ static int child_with_many_files(void)
 	}
 	resident = resident_bytes();
 	clock_gettime(CLOCK_MONOTONIC, &start);
-	if (write_file(CGROUP "/memory.reclaim", "1M") && errno != EAGAIN)
+	if (reclaim_in_cgroup(1UL << 20) && errno != EAGAIN)
 		return 13;
 	clock_gettime(CLOCK_MONOTONIC, &end);
 	took = end.tv_sec - start.tv_sec + (end.tv_nsec - start.tv_nsec) / 1e9;
