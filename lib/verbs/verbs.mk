@@ -96,8 +96,8 @@ check-verbs: $(VERBS_LIBS) $(O)/tests/test-mr-cache \
 
 # The guest test, against the built library objects as a program would be
 # (the objects, not the archive: the test double uses the library's
-# internals); only umn_open() is wrapped, to turn invalidation off (see the
-# test).
+# internals); umn_open() is wrapped, to turn invalidation off, and
+# ibv_reg_mr_iova2(), to note the access flags of each MR (see the test).
 RDMA_TEST_SRCS	:= tests/rdma/rdma-guest-test.c tests/rdma/rc.c \
 		   tests/double.c
 
@@ -109,7 +109,7 @@ $(O)/tests/rdma-guest-test: $(RDMA_TEST_SRCS) tests/rdma/rc.h $(VERBS_HDR) \
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) $(VERBS_CFLAGS) -o $@ \
 		$(RDMA_TEST_SRCS) $(O)/libummunotify-verbs.a $(OBJS) \
-		-Wl,--wrap=umn_open -libverbs $(LDLIBS)
+		-Wl,--wrap=umn_open -Wl,--wrap=ibv_reg_mr_iova2 -libverbs $(LDLIBS)
 
 check-guest-rdma: $(O)/tests/rdma-guest-test
 	@set -e; for k in $(KERNELS); do \
