@@ -47,7 +47,10 @@ HOST_KERNELS := $(KERNELS)
 kbuild = $(TOP)/tools/testing/kbuild $(KDIR)
 kdir = $(KDIR)
 else
-KERNELS := $(shell $(TOP)/tools/testing/kbuild --list)
+# 5.10 only on request (make check KERNELS="$(tools/testing/kbuild
+# --list)"): its guest livelocked in pressure_test's memory.high fallback
+# (soft lockups in cgroup_mkdir) in a CI run of 2026-12-01.
+KERNELS := $(filter-out 5.10.%,$(shell $(TOP)/tools/testing/kbuild --list))
 HOST_KERNELS := $(notdir $(patsubst %/build,%,$(wildcard /lib/modules/*/build)))
 kbuild = $(TOP)/tools/testing/kbuild $(1)
 kdir = /lib/modules/$(1)/build
