@@ -107,9 +107,7 @@ TEST_F(compat, the_release_of_a_32_bit_process_ends_at_its_task_size)
 {
 	static char trace[1 << 16];
 	char want[128];
-	ssize_t n;
 	pid_t pid;
-	int fd;
 
 	if (access(TRACING "trace", F_OK))
 		ASSERT_EQ(0, mount("tracefs", TRACING, "tracefs", 0, NULL));
@@ -129,12 +127,7 @@ TEST_F(compat, the_release_of_a_32_bit_process_ends_at_its_task_size)
 	ASSERT_EQ(0, wait_child(pid));
 	ASSERT_EQ(0, write_file(TRACING "events/ummunotify/ummunotify_event/enable",
 				"0"));
-	fd = open(TRACING "trace", O_RDONLY);
-	ASSERT_LE(0, fd);
-	n = read(fd, trace, sizeof(trace) - 1);
-	close(fd);
-	ASSERT_LE(0, n);
-	trace[n] = '\0';
+	ASSERT_EQ(0, read_file(TRACING "trace", trace, sizeof(trace)));
 	snprintf(want, sizeof(want), "[0x0, %#llx) cause=%u",
 		 TASK_SIZE_32, UMMUNOTIFY_CAUSE_RELEASE);
 	EXPECT_NE(NULL, strstr(trace, want))

@@ -809,15 +809,8 @@ TEST_F_TIMEOUT(owner, a_watch_waiting_for_a_busy_address_space_holds_up_no_read,
 static char *read_trace(struct __test_metadata *_metadata)
 {
 	static char trace[1 << 17];
-	ssize_t n;
-	int fd;
 
-	fd = open(TRACING "trace", O_RDONLY);
-	ASSERT_LE(0, fd);
-	n = read(fd, trace, sizeof(trace) - 1);
-	close(fd);
-	ASSERT_LE(0, n);
-	trace[n] = '\0';
+	ASSERT_EQ(0, read_file(TRACING "trace", trace, sizeof(trace)));
 	return trace;
 }
 

@@ -2237,8 +2237,6 @@ TEST_F(native, tracepoints_show_register_invalidate_and_unregister)
 	unsigned long start = (unsigned long)self->buf;
 	struct ummunotify_watch w;
 	char want[128];
-	ssize_t n;
-	int fd;
 
 	if (access(TRACING "trace", F_OK) &&
 	    mount("tracefs", TRACING, "tracefs", 0, NULL))
@@ -2257,12 +2255,8 @@ TEST_F(native, tracepoints_show_register_invalidate_and_unregister)
 	ASSERT_EQ(0, unwatch(self->u.fd, w.user_cookie));
 
 	ASSERT_EQ(0, write_file(TRACING "events/ummunotify/enable", "0"));
-	fd = open(TRACING "trace", O_RDONLY);
-	ASSERT_LE(0, fd);
-	n = read(fd, trace, sizeof(trace) - 1);
-	close(fd);
-	ASSERT_LT(0, n);
-	trace[n] = '\0';
+	ASSERT_EQ(0, read_file(TRACING "trace", trace, sizeof(trace)));
+	ASSERT_NE('\0', trace[0]);
 
 	snprintf(want, sizeof(want),
 		 "ummunotify_register: cookie=4242 [%#lx, %#lx) slot=%u ret=0",
