@@ -22,12 +22,6 @@ void backend_setup(void)
 	base = mmap(NULL, NR_PAGES * PAGE, PROT_READ | PROT_WRITE,
 		    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	CHECK(base != MAP_FAILED);
-	/*
-	 * Small pages only: the tests change one page and expect its
-	 * neighbours left alone, but splitting a transparent huge page
-	 * (Debian's kernels have THP "always") invalidates all of it.
-	 */
-	CHECK(!madvise(base, NR_PAGES * PAGE, MADV_NOHUGEPAGE));
 }
 
 void *page(unsigned int n)
