@@ -186,10 +186,20 @@ static int test_remap(void)
 	return stale;
 }
 
+/* Exit 2 unless the monitor counted what the test is about. */
+static void need(bool happened, const char *what)
+{
+	if (happened)
+		return;
+	fprintf(stderr, "ofi-stale: %s\n", what);
+	exit(2);
+}
+
 static int test_recycle(void)
 {
 	void *buf = map();
 	uint64_t key = cache(buf, 'A');
+	struct umn_ofi_stats before = stats();
 	struct fid_mr *mr;
 	int i;
 
@@ -197,11 +207,15 @@ static int test_recycle(void)
 	for (i = 0; i < 8; i++)
 		fi_close(&reg(&owner, memset(map(), i, LEN))->fid);
 	printf("ofi-stale: %llu watches recycled\n",
-	       (unsigned long long)stats().recycled);
+	       (unsigned long long)(stats().recycled - before.recycled));
+	need(stats().recycled > before.recycled, "no watch was recycled");
 	remap(buf, 'B');
 	/* The peer's own cache registers buf first. */
+	before = stats();
 	mr = reg(&peer, buf);
 	fi_close(&mr->fid);
+	need(stats().subscribes > before.subscribes,
+	     "the peer's registration subscribed no range");
 	return check("after recycling", buf, 'B', &key);
 }
 

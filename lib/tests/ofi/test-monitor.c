@@ -237,6 +237,41 @@ static void test_a_burst_larger_than_a_read_is_no_overflow(void)
 	stop();
 }
 
+/*
+ * More events than the ring holds (4096) while the thread is not reading:
+ * the kernel drops the last, and says so.  The thread must then recheck
+ * every watch: the one whose only event was lost is retired too, and the
+ * unchanged one kept.  The three lie megabytes apart (see
+ * test_a_changed_range_refuses_subscribers).  The 2010 ABI merges a
+ * watch's reports instead and loses none.
+ */
+static void test_lost_events_recheck_every_watch(void)
+{
+	enum { CHANGES = 5000, LOST = NR_PAGES / 2, KEPT = NR_PAGES - 1 };
+	struct umn_ofi_stats before = stats();
+	unsigned int i, r, first = notified_count();
+	bool covered = false;
+
+	CHECK_EQ(sub(0, 1), 0);
+	CHECK_EQ(sub(LOST, 1), 0);
+	CHECK_EQ(sub(KEPT, 1), 0);
+	for (i = 0; i < CHANGES; i++)
+		change(0, 1);
+	change(LOST, 1);
+	CHECK_EQ(m->export_ops->start(m), 0);
+	WAIT_FOR(stats().watches == 1);
+	if (before.abi & UMN_FEATURE_RING)
+		CHECK(stats().overflows > before.overflows);
+	else
+		CHECK_EQ(stats().overflows, before.overflows);
+	for (r = first; r < notified_count(); r++)
+		covered |= notified[r].start <= (uintptr_t)page(LOST) &&
+			   notified[r].end >= (uintptr_t)page(LOST + 1);
+	CHECK(covered);
+	CHECK(valid(KEPT, 1));
+	stop();
+}
+
 #ifndef __SANITIZE_THREAD__
 /*
  * The child's stop() must not stop the parent's thread, nor wait for a
@@ -361,6 +396,7 @@ int main(void)
 	test_the_thread_notifies_a_change_before_the_watch_goes();
 	test_recycling_never_validates_a_replaced_range();
 	test_a_burst_larger_than_a_read_is_no_overflow();
+	test_lost_events_recheck_every_watch();
 #ifndef __SANITIZE_THREAD__
 	/* The plain and ASan builds run it: TSan stops a forked child's thread. */
 	test_a_forked_child_starts_afresh();
