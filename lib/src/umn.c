@@ -366,13 +366,22 @@ int umn_fd(struct umn *u)
 	return ret;
 }
 
+/*
+ * [addr, addr + len) is a range of this process's address space: in 64
+ * bits, start + len of a 32-bit process would not wrap where it should.
+ */
+static bool umn_range_ok(const void *addr, size_t len)
+{
+	return len && len <= UINTPTR_MAX - (uintptr_t)addr;
+}
+
 int umn_watch(struct umn *u, const void *addr, size_t len,
 	      unsigned int causes, struct umn_watch *w)
 {
 	uint64_t start = (uintptr_t)addr;
 	int ret;
 
-	if (!len || start + len < start || causes & ~UMN_WATCH_CAUSES)
+	if (!umn_range_ok(addr, len) || causes & ~UMN_WATCH_CAUSES)
 		return -EINVAL;
 	/* The kernel always reports RELEASE: say so. */
 	causes = (causes ? causes : UMN_CAUSES_DEFAULT) |
@@ -413,7 +422,7 @@ int umn_resize(struct umn *u, struct umn_watch *w, const void *addr,
 	uint64_t start = (uintptr_t)addr;
 	int ret;
 
-	if (!len || start + len < start)
+	if (!umn_range_ok(addr, len))
 		return -EINVAL;
 	ret = umn__lock(u);
 	if (ret)
