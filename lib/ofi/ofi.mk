@@ -116,10 +116,10 @@ $(O)/tests/tsan/test-monitor: $(MON_TEST_DEPS) tests/ofi/backend-double.c
 	$(CC) $(MON_CFLAGS) -O1 -fsanitize=thread -Wno-tsan -o $@ \
 		$(MON_TEST_SRCS) $(MON_DOUBLE)
 
-check-ofi: $(O)/tests/test-monitor $(O)/tests/san/test-monitor \
-	   $(O)/tests/tsan/test-monitor $(OFI_LIBS) $(OFI_PROV)
-	@set -e; for t in $(O)/tests/test-monitor $(O)/tests/san/test-monitor \
-			  $(O)/tests/tsan/test-monitor; do \
+MON_TESTS	:= $(O)/tests/test-monitor $(call san_tests,test-monitor) \
+		   $(call tsan_tests,test-monitor)
+check-ofi: $(MON_TESTS) $(OFI_LIBS) $(OFI_PROV)
+	@set -e; for t in $(MON_TESTS); do \
 		echo "== $$t"; $$t; \
 	done
 	@tests/ofi/installed-ofi.sh $(O)

@@ -86,10 +86,9 @@ $(O)/tests/san/test-mr-cache: $(MR_TEST_DEPS)
 		verbs/mr_cache.c tests/double.c $(SRCS:%=src/%) \
 		$(MR_TEST_WRAP) $(LDLIBS)
 
-check-verbs: $(VERBS_LIBS) $(O)/tests/test-mr-cache \
-	     $(O)/tests/san/test-mr-cache
-	@set -e; for t in $(O)/tests/test-mr-cache \
-			  $(O)/tests/san/test-mr-cache; do \
+MR_TESTS	:= $(O)/tests/test-mr-cache $(call san_tests,test-mr-cache)
+check-verbs: $(VERBS_LIBS) $(MR_TESTS)
+	@set -e; for t in $(MR_TESTS); do \
 		echo "== $$t"; $$t; \
 	done
 	@tests/rdma/installed-verbs.sh $(O)
