@@ -477,6 +477,16 @@ static bool still_open(struct ufile *f)
 	return !__atomic_load_n(&f->dead, __ATOMIC_SEQ_CST);
 }
 
+/*
+ * The call that returned RET went to F, or changed nothing: /dev/null,
+ * which replaces a closed file's descriptor, fails every ioctl, so a 0
+ * came from F even if another thread closed it since.
+ */
+static bool reached(struct ufile *f, long ret)
+{
+	return still_open(f) || ret == 0;
+}
+
 static bool has_watch(const struct ufile *f)
 {
 	return f->set_up && (f->features & UMMUNOTIFY_FEATURE_WATCH);
@@ -1399,8 +1409,8 @@ static void op_unwatch(struct thread *t)
 		     place_arg(t, pl, &cookie, sizeof(cookie)));
 	note(t, "UNREGISTER file %d cookie %#" PRIx64 " place %d = %ld", fi,
 	     cookie, pl, ret);
-	if (still_open(f) && expect(t, "UNREGISTER_REGION", ret, errs, false) &&
-	    w && !errs) {
+	if (reached(f, ret) &&
+	    expect(t, "UNREGISTER_REGION", ret, errs, false) && w && !errs) {
 		__u32 slot = w->slot;
 
 		drop_watch(t, w, f);
@@ -1471,7 +1481,7 @@ static void op_resize(struct thread *t)
 	note(t, "RESIZE file %d cookie %#llx to [%#" PRIx64 ", %#" PRIx64
 	     ") causes %#x flags %#x place %d = %ld", fi, wa.user_cookie,
 	     start, end, wa.causes, wa.flags, pl, ret);
-	if (!still_open(f) || !expect(t, "RESIZE", ret, errs, false)) {
+	if (!reached(f, ret) || !expect(t, "RESIZE", ret, errs, false)) {
 		put_file(f);
 		return;
 	}
