@@ -105,9 +105,9 @@ static int umn_exchange_features(struct umn_file *file, u32 __user *argp)
 		granted &= ~UMMUNOTIFY_FEATURE_PRESSURE;
 	do {
 		ret = umn_try_exchange(file, granted, argp);
-	} while (ret == -EAGAIN &&
+	} while (ret == -EAGAIN && !fatal_signal_pending(current) &&
 		 !fault_in_writeable((char __user *)argp, sizeof(*argp)));
-	return ret == -EAGAIN ? -EFAULT : ret;
+	return ret == -EAGAIN ? umn_retry_error() : ret;
 }
 
 static long umn_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
@@ -197,6 +197,9 @@ static ssize_t umn_read(struct file *filp, char __user *buf, size_t count,
 						       umn_has_events(file));
 		if (ret)
 			return ret;
+		/* The buffer or the head may be changed as fast as we retry. */
+		if (fatal_signal_pending(current))
+			return -EINTR;
 		cond_resched();
 		mutex_lock(&file->regions_lock);
 	}

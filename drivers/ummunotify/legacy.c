@@ -118,6 +118,8 @@ ssize_t umn_read_reports(struct umn_file *file, char __user *buf,
 			return done ?: -EFAULT;
 		umn_consume(file, queued, &event);
 		done += sizeof(event);
+		/* Another thread can requeue as fast as this reads. */
+		cond_resched();
 	}
 	return done;
 }

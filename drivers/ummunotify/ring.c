@@ -248,9 +248,9 @@ int umn_setup(struct umn_file *file, struct ummunotify_params __user *argp)
 		return -EINVAL;
 	do {
 		ret = umn_try_setup(file, &request, argp);
-	} while (ret == -EAGAIN &&
+	} while (ret == -EAGAIN && !fatal_signal_pending(current) &&
 		 !fault_in_writeable((char __user *)argp, sizeof(*argp)));
-	return ret == -EAGAIN ? -EFAULT : ret;
+	return ret == -EAGAIN ? umn_retry_error() : ret;
 }
 
 /* Pages SETUP charged the opener's user for. */

@@ -33,6 +33,7 @@
 #include <linux/mutex.h>
 #include <linux/percpu.h>
 #include <linux/rbtree.h>
+#include <linux/sched/signal.h>
 #include <linux/spinlock.h>
 #include <linux/types.h>
 #include <linux/wait.h>
@@ -239,6 +240,16 @@ static inline bool umn_is_owner(struct umn_file *file)
 static inline bool umn_has_ring(struct umn_file *file)
 {
 	return file->ring;
+}
+
+/*
+ * An argument that faulted again after each fault_in_writeable() (another
+ * thread unmapping it as fast): EFAULT, or EINTR if the caller was killed
+ * meanwhile.
+ */
+static inline int umn_retry_error(void)
+{
+	return fatal_signal_pending(current) ? -EINTR : -EFAULT;
 }
 
 /* Saves a pointer in every region: 8 of the 128 bytes. */
