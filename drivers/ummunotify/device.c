@@ -248,6 +248,28 @@ static void umn_show_fdinfo(struct seq_file *m, struct file *filp)
 	spin_unlock(&file->lock);
 }
 
+static struct workqueue_struct *umn_release_wq;
+
+static void umn_teardown(struct umn_file *file)
+{
+	umn_remove_all(file);
+	/* No walk of the pressure list or notifier can queue SIGIO now. */
+	umn_pressure_del(file);
+	cancel_work_sync(&file->sigio_work);
+	umn_uncharge_pages(file, umn_area_pages(&file->area));
+	umn_free_area(&file->area);
+	__free_page(file->header_page);
+	umn_user_release(file);
+	mmdrop(file->mm);
+	kmem_cache_free(umn_file_cache, file);
+	atomic_long_dec(&umn_nr_files);
+}
+
+static void umn_teardown_work(struct work_struct *work)
+{
+	umn_teardown(container_of(work, struct umn_file, release_work));
+}
+
 static int umn_open(struct inode *inode, struct file *filp)
 {
 	struct umn_file *file;
@@ -287,6 +309,7 @@ static int umn_open(struct inode *inode, struct file *filp)
 	INIT_LIST_HEAD(&file->pressure_node);
 	init_waitqueue_head(&file->wait);
 	INIT_WORK(&file->sigio_work, umn_send_sigio);
+	INIT_WORK(&file->release_work, umn_teardown_work);
 	file->notifier_ops.invalidate = umn_invalidate;
 	atomic_long_inc(&umn_nr_files);
 
@@ -300,21 +323,22 @@ out_free:
 	return ret;
 }
 
+/*
+ * Removing the notifiers waits until the address space's invalidations
+ * pause, and its owner decides when that is.  The owner's own close, or
+ * one after its address space is gone, tears down here; the last close of
+ * anyone else (a process the fd was passed to, the kernel's delayed fput
+ * of an fd left in flight) must not wait for the owner: the driver's own
+ * queue does it, and the memory stays charged to the opener until then.
+ */
 static int umn_release(struct inode *inode, struct file *filp)
 {
 	struct umn_file *file = filp->private_data;
 
-	umn_remove_all(file);
-	/* No walk of the pressure list or notifier can queue SIGIO now. */
-	umn_pressure_del(file);
-	cancel_work_sync(&file->sigio_work);
-	umn_uncharge_pages(file, umn_area_pages(&file->area));
-	umn_free_area(&file->area);
-	__free_page(file->header_page);
-	umn_user_release(file);
-	mmdrop(file->mm);
-	kmem_cache_free(umn_file_cache, file);
-	atomic_long_dec(&umn_nr_files);
+	if (current->mm == file->mm || !atomic_read(&file->mm->mm_users))
+		umn_teardown(file);
+	else
+		queue_work(umn_release_wq, &file->release_work);
 	return 0;
 }
 
@@ -409,9 +433,12 @@ static int __init umn_init(void)
 	ret = -ENOMEM;
 	if (!umn_region_cache || !umn_queued_cache || !umn_file_cache)
 		goto out_cache;
+	umn_release_wq = alloc_workqueue("ummunotify_release", WQ_UNBOUND, 0);
+	if (!umn_release_wq)
+		goto out_cache;
 	ret = umn_pressure_init();
 	if (ret)
-		goto out_cache;
+		goto out_wq;
 	ret = misc_register(&umn_misc);
 	if (ret)
 		goto out_pressure;
@@ -419,6 +446,8 @@ static int __init umn_init(void)
 
 out_pressure:
 	umn_pressure_exit();
+out_wq:
+	destroy_workqueue(umn_release_wq);
 out_cache:
 	kmem_cache_destroy(umn_file_cache);
 	kmem_cache_destroy(umn_queued_cache);
@@ -429,6 +458,8 @@ out_cache:
 static void __exit umn_exit(void)
 {
 	misc_deregister(&umn_misc);
+	/* The files closed by others: their teardown may still be queued. */
+	destroy_workqueue(umn_release_wq);
 	umn_pressure_exit();
 	kmem_cache_destroy(umn_file_cache);
 	kmem_cache_destroy(umn_queued_cache);

@@ -122,6 +122,7 @@ struct umn_area {
  * @sigio_work:		sends SIGIO outside the notifier, which must not
  *			allocate the signal's queue entry nor walk a
  *			process group
+ * @release_work:	the teardown of a file another process closed last
  * @notifier_ops:	the file's own, so that a region finds its file
  */
 struct umn_file {
@@ -166,6 +167,7 @@ struct umn_file {
 	wait_queue_head_t wait;
 	struct fasync_struct *fasync;
 	struct work_struct sigio_work;
+	struct work_struct release_work;
 	struct mmu_interval_notifier_ops notifier_ops;
 };
 

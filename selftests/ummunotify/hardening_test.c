@@ -800,6 +800,90 @@ TEST_F_TIMEOUT(owner, a_watch_waiting_for_a_busy_address_space_holds_up_no_read,
 }
 
 /*
+ * The last close by another process (one the file was passed to, or the
+ * kernel's delayed fput of a file left in flight) must not wait for the
+ * owner's invalidations.  Removing a watch's notifier waits for a pause in
+ * the invalidations that cross watches, which the owner, here threads
+ * invalidating the watched memory without end, makes rare: one pause per
+ * watch of many.  The child is passed the file and closes it last, the
+ * owner's descriptor and mappings gone.
+ */
+#define CLOSE_WATCHES	4000
+#define CLOSE_BUSY	4	/* threads: more than CPUs, so often preempted
+				 * inside an invalidation */
+#define CLOSE_MS	50.0
+
+static double close_ms(int fd)
+{
+	struct timespec a, b;
+
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	close(fd);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	return (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6;
+}
+
+TEST_F_TIMEOUT(owner, a_last_close_elsewhere_waits_for_no_invalidation, 300)
+{
+	const size_t step = BUSY_LEN / CLOSE_WATCHES / ps * ps;
+	long long regions = sysfs("regions");
+	struct busy busy[CLOSE_BUSY];
+	double took = -1;
+	int sv[2], i, got;
+	char go = 1, *mem;
+	pid_t pid;
+
+	mem = mmap(NULL, BUSY_LEN, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	ASSERT_NE(MAP_FAILED, mem);
+	ASSERT_EQ(0, madvise(mem, BUSY_LEN, MADV_NOHUGEPAGE));
+	for (i = 0; i < CLOSE_WATCHES; i++) {
+		mem[i * step] = 1;
+		watch_range(_metadata, self->u.fd, mem + i * step, ps, 1 + i, 0);
+	}
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, sv));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		/* Its copy from fork() goes first: the passed one is last. */
+		close(self->u.fd);
+		got = recv_fd(sv[1]);
+		if (got < 0 || read(sv[1], &go, 1) != 1)
+			_exit(2);
+		took = close_ms(got);
+		_exit(write(sv[1], &took, sizeof(took)) == sizeof(took) ? 0 : 3);
+	}
+	ASSERT_EQ(0, send_fd(sv[0], self->u.fd));
+	ASSERT_EQ(0, munmap(self->u.area, self->u.p.mmap_size));
+	ASSERT_EQ(0, munmap((char *)self->u.head - self->u.p.off.head, ps));
+	close(self->u.fd);
+	self->u.fd = -1;
+	for (i = 0; i < CLOSE_BUSY; i++) {
+		busy[i].p = mem;
+		atomic_store(&busy[i].stop, false);
+		ASSERT_EQ(0, pthread_create(&busy[i].thread, NULL,
+					    busy_invalidating, &busy[i]));
+	}
+	ASSERT_EQ(1, write(sv[0], &go, 1));
+	ASSERT_EQ((ssize_t)sizeof(took), read(sv[0], &took, sizeof(took)));
+	for (i = 0; i < CLOSE_BUSY; i++) {
+		atomic_store(&busy[i].stop, true);
+		ASSERT_EQ(0, pthread_join(busy[i].thread, NULL));
+	}
+	ASSERT_EQ(0, munmap(mem, BUSY_LEN));
+	EXPECT_EQ(0, wait_child(pid));
+	TH_LOG("the last close of %d watches took %.0f ms", CLOSE_WATCHES,
+	       took);
+	EXPECT_GT(CLOSE_MS, took);
+	/* The teardown it left to the driver's queue happens all the same. */
+	for (i = 0; i < 3000 && sysfs("regions") != regions; i++)
+		usleep(10000);
+	EXPECT_EQ(regions, sysfs("regions"));
+	close(sv[0]);
+	close(sv[1]);
+}
+
+/*
  * SIGIO with F_SETSIG queues a siginfo, which kill_fasync() allocates, and
  * with F_SETOWN of a process group signals every process of it: never in
  * the notifier, which may run where neither is allowed, nor in interrupt
