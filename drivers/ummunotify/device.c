@@ -250,11 +250,11 @@ static void umn_show_fdinfo(struct seq_file *m, struct file *filp)
 
 static struct workqueue_struct *umn_release_wq;
 
+/* After umn_pressure_del(): no walk of the pressure list reaches the file. */
 static void umn_teardown(struct umn_file *file)
 {
 	umn_remove_all(file);
-	/* No walk of the pressure list or notifier can queue SIGIO now. */
-	umn_pressure_del(file);
+	/* Nor can the notifier queue SIGIO now. */
 	cancel_work_sync(&file->sigio_work);
 	umn_uncharge_pages(file, umn_area_pages(&file->area));
 	umn_free_area(&file->area);
@@ -268,6 +268,8 @@ static void umn_teardown(struct umn_file *file)
 static void umn_teardown_work(struct work_struct *work)
 {
 	umn_teardown(container_of(work, struct umn_file, release_work));
+	/* umn_exit()'s destroy_workqueue() waits for the return. */
+	module_put(THIS_MODULE);
 }
 
 static int umn_open(struct inode *inode, struct file *filp)
@@ -324,21 +326,26 @@ out_free:
 }
 
 /*
- * Removing the notifiers waits until the address space's invalidations
- * pause, and its owner decides when that is.  The owner's own close, or
- * one after its address space is gone, tears down here; the last close of
- * anyone else (a process the fd was passed to, the kernel's delayed fput
- * of an fd left in flight) must not wait for the owner: the driver's own
- * queue does it, and the memory stays charged to the opener until then.
+ * Removing the notifiers waits until no invalidation of the address space
+ * is in progress, which its owner (and whatever else invalidates its
+ * memory) can make rare.  The owner's own close, or one after its address
+ * space is gone, tears down here; the last close of anyone else (a
+ * process the fd was passed to, the kernel's delayed fput of an fd left
+ * in flight) must not wait for that: the driver's own queue does it, the
+ * memory charged to the opener and the module held until then (so that
+ * rmmod fails with EBUSY meanwhile, rather than waiting).
  */
 static int umn_release(struct inode *inode, struct file *filp)
 {
 	struct umn_file *file = filp->private_data;
 
-	if (current->mm == file->mm || !atomic_read(&file->mm->mm_users))
+	umn_pressure_del(file);
+	if (current->mm == file->mm || !atomic_read(&file->mm->mm_users)) {
 		umn_teardown(file);
-	else
+	} else {
+		__module_get(THIS_MODULE);
 		queue_work(umn_release_wq, &file->release_work);
+	}
 	return 0;
 }
 
@@ -458,7 +465,7 @@ out_cache:
 static void __exit umn_exit(void)
 {
 	misc_deregister(&umn_misc);
-	/* The files closed by others: their teardown may still be queued. */
+	/* The last teardown may still be returning from module_put(). */
 	destroy_workqueue(umn_release_wq);
 	umn_pressure_exit();
 	kmem_cache_destroy(umn_file_cache);
