@@ -34,6 +34,16 @@
  * returned, and valid() sees it from then on.  notify() moves the entries
  * to the cache's dead list; libfabric deregisters them, and gives their
  * pages back, at its next search or flush.
+ *
+ * A thread that stops on an error fails the monitor: it retires and
+ * notifies every watch, so that no entry relies on one, and from then on
+ * valid() refuses every hit and subscribe() every range (libfabric keeps
+ * those registrations uncached), until the last cache stops.  fork()
+ * waits for the thread to leave notify(), which holds libfabric's locks:
+ * the child's copies of them are free.
+ *
+ * Nothing is opened or allocated before the first start(): a program that
+ * loads the provider and never caches a registration pays nothing.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -98,11 +108,13 @@ struct retiring {
 static struct monitor {
 	struct fid_mem_monitor fid;
 	struct fi_ops_mem_monitor ops;
+
+	pthread_mutex_t open_lock;	/* u and the arrays, made at start() */
 	struct umn *u;
-	int open_ret;
 
 	pthread_mutex_t lock;		/* everything below but the stats */
 	uint64_t seq;			/* odd while the index changes */
+	bool failed;			/* the thread stopped on an error */
 	struct mon_watch *watches;	/* max of them */
 	struct mon_meta *meta;		/* one per watch */
 	uint32_t *index;		/* watch number + 1, or 0; 2 * max */
@@ -119,20 +131,25 @@ static struct monitor {
 	pthread_t thread;
 	int kick_fd;			/* eventfd: work queued, or stop */
 	bool wanted;			/* between start() and stop() */
-	bool alive;			/* the thread runs (not in a child) */
+	bool alive;			/* joinable (not in a child) */
 	bool stopping;
+
+	pthread_mutex_t notify_lock;	/* the thread, in notify() */
 
 	pthread_mutex_t import_lock;
 	bool imported;
+	bool close_pending;		/* closed while a cache was active */
 
 	struct umn_ofi_stats stats;
 } mon = {
+	.open_lock = PTHREAD_MUTEX_INITIALIZER,
 	.lock = PTHREAD_MUTEX_INITIALIZER,
+	.notify_lock = PTHREAD_MUTEX_INITIALIZER,
 	.import_lock = PTHREAD_MUTEX_INITIALIZER,
 	.kick_fd = -1,
 };
 
-static pthread_once_t mon_once = PTHREAD_ONCE_INIT;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
 static uint32_t hash(uint64_t addr, uint64_t len)
 {
@@ -327,12 +344,18 @@ static int mon_subscribe(struct fid_mem_monitor *monitor, const void *addr,
 	(void)monitor;
 	pthread_mutex_lock(&mon.lock);
 	stat_add(subscribes, 1);
-	/* A forked child's first subscribe() starts its thread. */
-	if (mon.wanted && !mon.alive)
+	/*
+	 * A forked child's first subscribe() starts its thread; without one,
+	 * or after it failed, no range is cached.  libfabric calls start()
+	 * first, which opens the handle.
+	 */
+	if (mon.wanted && !mon.alive && !mon.failed)
 		thread_start();
-	mw = index_find(start, len);
+	mw = mon.u ? index_find(start, len) : NULL;
 	m = mw ? meta(mw) : NULL;
-	if (!mw) {
+	if (!mon.u || mon.failed || (mon.wanted && !mon.alive)) {
+		ret = -EIO;
+	} else if (!mw) {
 		ret = watch_new(start, len);
 	} else if (m->state == W_LIVE && umn_valid(mon.u, &mw->w)) {
 		m->refs++;
@@ -358,7 +381,7 @@ static void mon_unsubscribe(struct fid_mem_monitor *monitor, const void *addr,
 
 	(void)monitor;
 	pthread_mutex_lock(&mon.lock);
-	mw = index_find((uintptr_t)addr, len);
+	mw = mon.u ? index_find((uintptr_t)addr, len) : NULL;
 	m = mw ? meta(mw) : NULL;
 	/*
 	 * The thread frees a retiring watch; a live one, or a parent's, at its
@@ -371,7 +394,10 @@ static void mon_unsubscribe(struct fid_mem_monitor *monitor, const void *addr,
 	pthread_mutex_unlock(&mon.lock);
 }
 
-/* Every cache hit: no lock, no store unless the clock bit was clear. */
+/*
+ * Every cache hit: no lock, no store unless the clock bit was clear.
+ * Only for a range subscribe() took, so after start() opened the handle.
+ */
 static bool mon_valid(struct fid_mem_monitor *monitor, const void *addr,
 		      size_t len)
 {
@@ -381,6 +407,8 @@ static bool mon_valid(struct fid_mem_monitor *monitor, const void *addr,
 	uint64_t seq;
 
 	(void)monitor;
+	if (READ_ONCE(mon.failed))
+		return false;
 	do {
 		seq = __atomic_load_n(&mon.seq, __ATOMIC_ACQUIRE);
 		mw = index_find((uintptr_t)addr, len);
@@ -461,6 +489,7 @@ static void run_retirements(void)
 		return;
 
 	qsort(mon.batch, n, sizeof(*mon.batch), by_start);
+	pthread_mutex_lock(&mon.notify_lock);
 	for (i = 0; i < n; i = j) {
 		end = mon.batch[i].end;
 		for (j = i + 1; j < n && mon.batch[j].start <= end; j++)
@@ -471,6 +500,7 @@ static void run_retirements(void)
 					   end - mon.batch[i].start);
 		stat_add(notified, 1);
 	}
+	pthread_mutex_unlock(&mon.notify_lock);
 
 	pthread_mutex_lock(&mon.lock);
 	for (i = 0; i < n; i++)
@@ -478,12 +508,27 @@ static void run_retirements(void)
 	pthread_mutex_unlock(&mon.lock);
 }
 
-/* Why the thread stops early: the cache then relies on valid() alone. */
+/*
+ * The thread stops on an error: its device may no longer say what
+ * changed.  Drop every entry that relies on a watch, and cache nothing
+ * more until the last cache stops.
+ */
 static void *thread_failed(const char *what, int err)
 {
-	FI_WARN(&umn_ofi__prov, FI_LOG_MR,
-		"ummunotify monitor thread: %s: %s; cached registrations are now dropped only when looked up\n",
-		what, strerror(err));
+	static bool said;
+	struct mon_watch *mw;
+
+	pthread_mutex_lock(&mon.lock);
+	WRITE_ONCE(mon.failed, true);
+	for (mw = mon.watches; mw < mon.watches + mon.max; mw++)
+		if (meta(mw)->state == W_LIVE || meta(mw)->state == W_FORKED)
+			retire(mw, mw->addr, mw->addr + mw->len);
+	pthread_mutex_unlock(&mon.lock);
+	stat_add(failures, 1);
+	if (!__atomic_exchange_n(&said, true, __ATOMIC_RELAXED))
+		umn_ofi__say("the ummunotify monitor's thread stopped (%s: %s): registrations are not cached until every domain is closed",
+			     what, strerror(err));
+	run_retirements();
 	return NULL;
 }
 
@@ -543,27 +588,160 @@ static int thread_start(void)
 	if (ret) {
 		close(mon.kick_fd);
 		mon.kick_fd = -1;
-		FI_WARN(&umn_ofi__prov, FI_LOG_MR,
-			"cannot start the monitor's thread: %s\n",
-			strerror(ret));
 		return -ret;
 	}
 	mon.alive = true;
 	return 0;
 }
 
-static int mon_start(struct fid_mem_monitor *monitor)
+/*
+ * Every lock, in the order the threads take them, so that no thread of
+ * ours is halfway through a change, or inside notify(), at fork().
+ */
+static void fork_prepare(void)
 {
-	int ret = 0;
-
-	(void)monitor;
+	pthread_mutex_lock(&mon.import_lock);
+	pthread_mutex_lock(&mon.notify_lock);
 	pthread_mutex_lock(&mon.lock);
-	if (!mon.alive)
-		ret = thread_start();
-	mon.wanted = !ret;
+}
+
+static void fork_parent(void)
+{
 	pthread_mutex_unlock(&mon.lock);
+	pthread_mutex_unlock(&mon.notify_lock);
+	pthread_mutex_unlock(&mon.import_lock);
+}
+
+/*
+ * The child has no thread, and shares the parent's eventfd: close it, so
+ * that stopping here never stops the parent's thread.  Its caches hold
+ * the parent's entries, which its handle's watches (reopened) no longer
+ * cover: the parent's watches read invalid here and stay in the index, so
+ * that no new watch of their range validates those entries, until the
+ * child subscribes the range (then notify() drops them first) or
+ * unsubscribes them all.  Retirements in flight are the child's now.
+ */
+static void fork_child(void)
+{
+	struct mon_watch *mw;
+
+	pthread_mutex_init(&mon.import_lock, NULL);
+	pthread_mutex_init(&mon.notify_lock, NULL);
+	pthread_mutex_init(&mon.lock, NULL);
+	pthread_mutex_init(&mon.open_lock, NULL);
+	if (mon.kick_fd >= 0)
+		close(mon.kick_fd);
+	mon.kick_fd = -1;
+	mon.alive = false;
+	mon.stopping = false;
+	mon.queued = 0;
+	for (mw = mon.watches; mw < mon.watches + mon.max; mw++)
+		if (mw->len)
+			meta(mw)->state = W_FORKED;
+}
+
+/*
+ * After umn_open(), whose own handlers then run after ours at fork(): we
+ * take our locks before the library's, as the thread does.
+ */
+static void register_fork_handlers(void)
+{
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+static uint32_t max_watches(void)
+{
+	const char *s = getenv("FI_UMMUNOTIFY_MAX_WATCHES");
+	unsigned long v;
+	char *end;
+
+	if (!s || !*s)
+		return DEFAULT_WATCHES;
+	errno = 0;
+	v = strtoul(s, &end, 0);
+	if (errno || *end || v < 1 || v > (1UL << 24)) {
+		FI_WARN(&umn_ofi__prov, FI_LOG_MR,
+			"FI_UMMUNOTIFY_MAX_WATCHES=%s is not 1 to 16777216: using %u\n",
+			s, DEFAULT_WATCHES);
+		return DEFAULT_WATCHES;
+	}
+	return (uint32_t)v;
+}
+
+/* open_lock held: the watches, once, then the handle (again if it failed). */
+static int mon_open(void)
+{
+	struct umn_attr attr = { 0 };
+	uint32_t cap, i;
+	struct umn *u;
+	int ret;
+
+	if (!mon.watches) {
+		mon.max = max_watches();
+		for (cap = 2; cap < 2 * mon.max; cap *= 2)
+			;
+		mon.watches = aligned_alloc(_Alignof(struct mon_watch),
+					    mon.max * sizeof(*mon.watches));
+		mon.index = calloc(cap, sizeof(*mon.index));
+		mon.meta = calloc(mon.max, sizeof(*mon.meta));
+		mon.queue = calloc(mon.max, sizeof(*mon.queue));
+		mon.batch = calloc(mon.max, sizeof(*mon.batch));
+		if (!mon.watches || !mon.meta || !mon.index || !mon.queue ||
+		    !mon.batch) {
+			free(mon.watches);
+			free(mon.index);
+			free(mon.meta);
+			free(mon.queue);
+			free(mon.batch);
+			mon.watches = NULL;
+			return -ENOMEM;
+		}
+		memset(mon.watches, 0, mon.max * sizeof(*mon.watches));
+		for (i = 0; i < mon.max; i++)
+			mon.meta[i].next_free = i + 2 <= mon.max ? i + 2 : 0;
+		mon.mask = cap - 1;
+		mon.free_head = 1;
+		mon.nr_free = mon.max;
+		mon.low_free = mon.max / 16;
+	}
+
+	attr.max_watches = mon.max;
+	ret = umn_open(&u, &attr);
 	if (ret)
 		return ret;
+	WRITE_ONCE(mon.stats.abi, umn_features(u));
+	pthread_mutex_lock(&mon.lock);
+	mon.u = u;
+	pthread_mutex_unlock(&mon.lock);
+	FI_INFO(&umn_ofi__prov, FI_LOG_MR,
+		"opened /dev/ummunotify: %s ABI, %u watches\n",
+		mon.stats.abi ? "native" : "2010", mon.max);
+	return 0;
+}
+
+static int mon_start(struct fid_mem_monitor *monitor)
+{
+	static bool said;
+	int ret;
+
+	(void)monitor;
+	pthread_mutex_lock(&mon.open_lock);
+	ret = mon.u ? 0 : mon_open();
+	pthread_mutex_unlock(&mon.open_lock);
+	if (!ret) {
+		pthread_once(&fork_once, register_fork_handlers);
+		pthread_mutex_lock(&mon.lock);
+		ret = mon.failed ? -EIO : mon.alive ? 0 : thread_start();
+		mon.wanted = !ret;
+		pthread_mutex_unlock(&mon.lock);
+	}
+	if (ret) {
+		/* libfabric says so for every domain, at warning level. */
+		if (!__atomic_exchange_n(&said, true, __ATOMIC_RELAXED))
+			umn_ofi__say("the ummunotify memory monitor cannot start (%s): domains opened now cache no registrations",
+				     strerror(-ret));
+		return ret;
+	}
 	WRITE_ONCE(mon.stats.started, true);
 	FI_INFO(&umn_ofi__prov, FI_LOG_MR,
 		"ummunotify memory monitor started\n");
@@ -592,12 +770,23 @@ static void mon_stop_all(void)
 		close(mon.kick_fd);
 	mon.kick_fd = -1;
 	mon.alive = false;
+	/* Nothing relies on a watch now: the next start() starts afresh. */
+	WRITE_ONCE(mon.failed, false);
 	for (mw = mon.watches; mw < mon.watches + mon.max; mw++)
 		if (mw->len)
 			watch_free(mw);
 	mon.queued = 0;
 	pthread_mutex_unlock(&mon.lock);
 	WRITE_ONCE(mon.stats.started, false);
+}
+
+/* import_lock held. */
+static void close_import(void)
+{
+	fi_close(&mon.fid.fid);
+	mon.imported = false;
+	mon.close_pending = false;
+	WRITE_ONCE(mon.stats.imported, false);
 }
 
 /* The last cache is gone: nothing relies on any watch. */
@@ -607,109 +796,10 @@ static void mon_stop(struct fid_mem_monitor *monitor)
 	mon_stop_all();
 	FI_INFO(&umn_ofi__prov, FI_LOG_MR,
 		"ummunotify memory monitor stopped\n");
-}
-
-static void fork_prepare(void)
-{
 	pthread_mutex_lock(&mon.import_lock);
-	pthread_mutex_lock(&mon.lock);
-}
-
-static void fork_parent(void)
-{
-	pthread_mutex_unlock(&mon.lock);
+	if (mon.close_pending)
+		close_import();
 	pthread_mutex_unlock(&mon.import_lock);
-}
-
-/*
- * The child has no thread, and shares the parent's eventfd: close it, so
- * that stopping here never stops the parent's thread.  Its caches hold
- * the parent's entries, which its handle's watches (reopened) no longer
- * cover: the parent's watches read invalid here and stay in the index, so
- * that no new watch of their range validates those entries, until the
- * child subscribes the range (then notify() drops them first) or
- * unsubscribes them all.  Retirements in flight are the child's now.
- */
-static void fork_child(void)
-{
-	struct mon_watch *mw;
-
-	pthread_mutex_init(&mon.import_lock, NULL);
-	pthread_mutex_init(&mon.lock, NULL);
-	if (mon.kick_fd >= 0)
-		close(mon.kick_fd);
-	mon.kick_fd = -1;
-	mon.alive = false;
-	mon.stopping = false;
-	mon.queued = 0;
-	for (mw = mon.watches; mw < mon.watches + mon.max; mw++)
-		if (mw->len)
-			meta(mw)->state = W_FORKED;
-}
-
-static uint32_t max_watches(void)
-{
-	const char *s = getenv("FI_UMMUNOTIFY_MAX_WATCHES");
-	unsigned long v;
-	char *end;
-
-	if (!s || !*s)
-		return DEFAULT_WATCHES;
-	errno = 0;
-	v = strtoul(s, &end, 0);
-	if (errno || *end || v < 1 || v > (1UL << 24)) {
-		FI_WARN(&umn_ofi__prov, FI_LOG_MR,
-			"FI_UMMUNOTIFY_MAX_WATCHES=%s is not 1 to 16777216: using %u\n",
-			s, DEFAULT_WATCHES);
-		return DEFAULT_WATCHES;
-	}
-	return (uint32_t)v;
-}
-
-static void mon_open(void)
-{
-	struct umn_attr attr = { 0 };
-	uint32_t cap, i;
-
-	mon.max = max_watches();
-	for (cap = 2; cap < 2 * mon.max; cap *= 2)
-		;
-	mon.mask = cap - 1;
-	mon.watches = aligned_alloc(_Alignof(struct mon_watch),
-				    mon.max * sizeof(*mon.watches));
-	mon.index = calloc(cap, sizeof(*mon.index));
-	mon.meta = calloc(mon.max, sizeof(*mon.meta));
-	mon.queue = calloc(mon.max, sizeof(*mon.queue));
-	mon.batch = calloc(mon.max, sizeof(*mon.batch));
-	if (!mon.watches || !mon.meta || !mon.index || !mon.queue ||
-	    !mon.batch) {
-		mon.open_ret = -ENOMEM;
-		return;
-	}
-	memset(mon.watches, 0, mon.max * sizeof(*mon.watches));
-	for (i = 0; i < mon.max; i++)
-		mon.meta[i].next_free = i + 2 <= mon.max ? i + 2 : 0;
-	mon.free_head = 1;
-	mon.nr_free = mon.max;
-	mon.low_free = mon.max / 16;
-
-	attr.max_watches = mon.max;
-	mon.open_ret = umn_open(&mon.u, &attr);
-	if (mon.open_ret)
-		return;
-	mon.stats.abi = umn_features(mon.u);
-	pthread_atfork(fork_prepare, fork_parent, fork_child);
-
-	mon.ops = (struct fi_ops_mem_monitor){
-		.size = sizeof(mon.ops),
-		.start = mon_start,
-		.stop = mon_stop,
-		.subscribe = mon_subscribe,
-		.unsubscribe = mon_unsubscribe,
-		.valid = mon_valid,
-	};
-	mon.fid.fid.fclass = FI_CLASS_MEM_MONITOR;
-	mon.fid.export_ops = &mon.ops;
 }
 
 struct fid_mem_monitor *umn_ofi__monitor(void)
@@ -739,14 +829,25 @@ int umn_ofi_import(void)
 	/* libfabric would obey it at fi_ini(), but not after an import. */
 	if (want && libfabric_monitor(want))
 		return -EPERM;
-	pthread_once(&mon_once, mon_open);
-	if (mon.open_ret)
-		return mon.open_ret;
+	/* Nothing opened yet: start() does, if a cache ever starts. */
+	ret = umn_ofi__have_device();
+	if (ret)
+		return ret;
 	pthread_mutex_lock(&mon.import_lock);
 	if (mon.imported) {
 		pthread_mutex_unlock(&mon.import_lock);
 		return 0;
 	}
+	mon.ops = (struct fi_ops_mem_monitor){
+		.size = sizeof(mon.ops),
+		.start = mon_start,
+		.stop = mon_stop,
+		.subscribe = mon_subscribe,
+		.unsubscribe = mon_unsubscribe,
+		.valid = mon_valid,
+	};
+	mon.fid.fid.fclass = FI_CLASS_MEM_MONITOR;
+	mon.fid.export_ops = &mon.ops;
 	/* libfabric's FI_E* values below 256 are errno values. */
 	ret = fi_import(FI_VERSION(1, 13), "mr_cache", NULL, 0, 0,
 			&mon.fid.fid, NULL);
@@ -754,21 +855,34 @@ int umn_ofi_import(void)
 		mon.imported = true;
 		WRITE_ONCE(mon.stats.imported, true);
 		FI_INFO(&umn_ofi__prov, FI_LOG_MR,
-			"imported the ummunotify memory monitor (%s ABI, %u watches): it replaces libfabric's default monitor\n",
-			mon.stats.abi ? "native" : "2010", mon.max);
+			"imported the ummunotify memory monitor: it replaces libfabric's default monitor\n");
 	}
 	pthread_mutex_unlock(&mon.import_lock);
 	return ret;
 }
 
+/*
+ * libfabric's fi_fini() and our destructor close the import, in either
+ * order, and an application may close its last domain after both (from a
+ * handler atexit() ran after the destructors, or a thread still running).
+ * libfabric then still calls the monitor: while a cache uses it, it stays
+ * imported and running, and its last stop() closes it.
+ */
 void umn_ofi__close(void)
 {
+	bool active;
+
 	pthread_mutex_lock(&mon.import_lock);
 	if (mon.imported) {
-		mon_stop_all();
-		fi_close(&mon.fid.fid);
-		mon.imported = false;
-		WRITE_ONCE(mon.stats.imported, false);
+		pthread_mutex_lock(&mon.lock);
+		active = mon.wanted;
+		pthread_mutex_unlock(&mon.lock);
+		if (active) {
+			mon.close_pending = true;
+		} else {
+			mon_stop_all();
+			close_import();
+		}
 	}
 	pthread_mutex_unlock(&mon.import_lock);
 }
@@ -783,7 +897,7 @@ void umn_ofi_stats(struct umn_ofi_stats *stats, size_t size)
 
 	s.imported = READ_ONCE(mon.stats.imported);
 	s.started = READ_ONCE(mon.stats.started);
-	s.abi = mon.stats.abi;
+	s.abi = READ_ONCE(mon.stats.abi);
 	for (i = 0; i < n; i++)
 		to[i] = READ_ONCE(from[i]);
 	memcpy(stats, &s, size < sizeof(s) ? size : sizeof(s));

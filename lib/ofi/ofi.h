@@ -21,4 +21,10 @@ struct fid_mem_monitor *umn_ofi__monitor(void);
 /* Stop the monitor and close the import, as libfabric's fi_fini() wants. */
 void umn_ofi__close(void);
 
+/* 0 if /dev/ummunotify is there to open, or -ENODEV, -EACCES... */
+int umn_ofi__have_device(void);
+
+/* One line, whatever libfabric's log level: the program runs on. */
+void umn_ofi__say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 #endif /* UMN_OFI_INTERNAL_H */

@@ -86,15 +86,18 @@ install-ofi: $(OFI_LIBS) $(OFI_PROV)
 	install -m 644 ofi/man/*.7 $(DESTDIR)$(MANDIR)/man7/
 
 # test-monitor: the monitor and the library from source, with the test
-# double for the device (umn_open() wrapped at link time), against the
-# host's libfabric; plain, under ASan and UBSan, and TSan.  ofi-monitor:
-# the same tests on the real module, in a guest.
+# double for the device (umn_open() and the device's presence wrapped at
+# link time), against the host's libfabric; plain, under ASan and UBSan,
+# and TSan.  ofi-monitor: the same tests on the real module, in a guest.
+# Both wrap umn_read_events(), to fail the monitor's thread.
 MON_TEST_SRCS	:= tests/ofi/test-monitor.c ofi/monitor.c ofi/provider.c \
 		   $(SRCS:%=src/%)
 MON_TEST_DEPS	:= $(MON_TEST_SRCS) tests/ofi/backend.h ofi/ofi.h $(OFI_HDR) \
 		   $(TEST_COMMON) $(wildcard src/*.h) include/ummunotify.h
-MON_DOUBLE	:= tests/ofi/backend-double.c tests/double.c \
-		   -Wl,--wrap=umn_open -lfabric $(LDLIBS)
+MON_WRAP	:= -Wl,--wrap=umn_read_events
+MON_DOUBLE	:= tests/ofi/backend-double.c tests/double.c $(MON_WRAP) \
+		   -Wl,--wrap=umn_open -Wl,--wrap=umn_ofi__have_device \
+		   -lfabric $(LDLIBS)
 MON_CFLAGS	= $(CPPFLAGS) $(CFLAGS) $(OFI_CFLAGS) -Iofi $(LDFLAGS)
 
 .PHONY: check-ofi
@@ -129,7 +132,7 @@ guest-tests: $(O)/tests/ofi-monitor
 $(O)/tests/ofi-monitor: $(MON_TEST_DEPS) tests/ofi/backend-device.c
 	@mkdir -p $(dir $@)
 	$(CC) $(MON_CFLAGS) -o $@ $(MON_TEST_SRCS) tests/ofi/backend-device.c \
-		-lfabric $(LDLIBS)
+		$(MON_WRAP) -lfabric $(LDLIBS)
 
 # The stale-data test, against the built libraries as a program would be:
 # it does not call them, libfabric loads the provider.

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <rdma/fi_errno.h>
@@ -50,9 +51,7 @@ struct fi_provider umn_ofi__prov = {
 	.cleanup = umn_ofi__close,
 };
 
-/* Whatever the log level: the program runs on, less safely. */
-static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void say(const char *fmt, ...)
+void umn_ofi__say(const char *fmt, ...)
 {
 	char msg[256];
 	va_list ap;
@@ -65,6 +64,19 @@ static void say(const char *fmt, ...)
 	else
 		fprintf(stderr, "libfabric:%d:ummunotify:mr: %s\n",
 			(int)getpid(), msg);
+}
+
+/*
+ * Looked at, not opened: the monitor's start() opens it.  Here, not in
+ * monitor.c, so that the host's test can stand in for it.
+ */
+int umn_ofi__have_device(void)
+{
+	struct stat st;
+
+	if (stat("/dev/ummunotify", &st) || !S_ISCHR(st.st_mode))
+		return -ENODEV;
+	return access("/dev/ummunotify", R_OK | W_OK) ? -errno : 0;
 }
 
 FI_EXT_INI
@@ -90,7 +102,7 @@ FI_EXT_INI
 	if (said)
 		return NULL;
 	said = true;
-	say("%sthe ummunotify memory monitor is not imported (%s): libfabric's default monitor is in use",
+	umn_ofi__say("%sthe ummunotify memory monitor is not imported (%s): libfabric's default monitor is in use",
 	    asked ? "FI_MR_CACHE_MONITOR=ummunotify, but " : "",
 	    ret == -ENODEV ? "no /dev/ummunotify" :
 	    ret == -EBUSY ? "another monitor was imported first" :

@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -39,35 +40,50 @@ void change(unsigned int first, unsigned int n)
 			      0) == p);
 }
 
-/* The "regions:" line of the fdinfo of our /dev/ummunotify descriptor. */
-unsigned int device_watches(void)
+/* Our /dev/ummunotify descriptor, or -1. */
+static int device_fd(void)
 {
-	char path[300], target[64], line[128];
-	unsigned int n = 0;
-	struct dirent *d;
-	bool found = false;
+	char path[300], target[64];
 	DIR *dir = opendir("/proc/self/fd");
+	struct dirent *d;
+	int fd = -1;
 	ssize_t len;
-	FILE *f;
 
 	CHECK(dir);
-	while (!found && (d = readdir(dir))) {
+	while (fd < 0 && (d = readdir(dir))) {
 		snprintf(path, sizeof(path), "/proc/self/fd/%s", d->d_name);
 		len = readlink(path, target, sizeof(target) - 1);
 		if (len < 0)
 			continue;
 		target[len] = 0;
-		if (strcmp(target, "/dev/ummunotify"))
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/fdinfo/%s",
-			 d->d_name);
-		f = fopen(path, "r");
-		CHECK(f);
-		while (fgets(line, sizeof(line), f))
-			found |= sscanf(line, "regions: %u", &n) == 1;
-		fclose(f);
+		if (!strcmp(target, "/dev/ummunotify"))
+			fd = atoi(d->d_name);
 	}
 	closedir(dir);
+	return fd;
+}
+
+/* The "regions:" line of the fdinfo of our /dev/ummunotify descriptor. */
+unsigned int device_watches(void)
+{
+	char path[64], line[128];
+	unsigned int n = 0;
+	int fd = device_fd();
+	bool found = false;
+	FILE *f;
+
+	CHECK(fd >= 0);
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = fopen(path, "r");
+	CHECK(f);
+	while (fgets(line, sizeof(line), f))
+		found |= sscanf(line, "regions: %u", &n) == 1;
+	fclose(f);
 	CHECK(found);
 	return n;
+}
+
+bool device_opened(void)
+{
+	return device_fd() >= 0;
 }

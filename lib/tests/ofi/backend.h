@@ -7,6 +7,8 @@
 #ifndef UMN_TESTS_OFI_BACKEND_H
 #define UMN_TESTS_OFI_BACKEND_H
 
+#include <stdbool.h>
+
 #define PAGE		4096UL
 #define NR_PAGES	4096U
 
@@ -21,5 +23,7 @@ void *page(unsigned int n);
 void change(unsigned int first, unsigned int n);
 /* Watches the device holds for the monitor. */
 unsigned int device_watches(void);
+/* Has the monitor opened the device yet? */
+bool device_opened(void);
 
 #endif /* UMN_TESTS_OFI_BACKEND_H */

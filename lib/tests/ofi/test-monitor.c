@@ -10,11 +10,16 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <rdma/fi_errno.h>
 
 #include "ofi.h"
 #include "backend.h"
@@ -35,6 +40,25 @@ static struct {
 static unsigned int nr_notified;
 static pthread_mutex_t notified_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/*
+ * The lock a cache's notify() holds (libfabric's mm_lock), as the
+ * recorder's: hold_notify keeps it a while, after setting in_notify.
+ */
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool hold_notify, in_notify;
+
+/* The errno value the thread's next umn_read_events() fails with. */
+static int read_error;
+
+int __real_umn_read_events(struct umn *u, struct umn_event *events, size_t n);
+int __wrap_umn_read_events(struct umn *u, struct umn_event *events, size_t n);
+int __wrap_umn_read_events(struct umn *u, struct umn_event *events, size_t n)
+{
+	int err = __atomic_exchange_n(&read_error, 0, __ATOMIC_RELAXED);
+
+	return err ? -err : __real_umn_read_events(u, events, n);
+}
+
 static struct umn_ofi_stats stats(void)
 {
 	struct umn_ofi_stats s;
@@ -46,6 +70,13 @@ static struct umn_ofi_stats stats(void)
 static void record_notify(struct fid_mem_monitor *monitor, const void *addr,
 			  size_t len)
 {
+	struct timespec pause = { 0, 300000000 };
+
+	pthread_mutex_lock(&cache_lock);
+	if (__atomic_load_n(&hold_notify, __ATOMIC_RELAXED)) {
+		__atomic_store_n(&in_notify, true, __ATOMIC_RELAXED);
+		nanosleep(&pause, NULL);
+	}
 	pthread_mutex_lock(&notified_lock);
 	CHECK(nr_notified < 4 * NR_PAGES);
 	notified[nr_notified].start = (uintptr_t)addr;
@@ -54,6 +85,7 @@ static void record_notify(struct fid_mem_monitor *monitor, const void *addr,
 	nr_notified++;
 	pthread_mutex_unlock(&notified_lock);
 	libfabric_notify->notify(monitor, addr, len);
+	pthread_mutex_unlock(&cache_lock);
 }
 
 static unsigned int notified_count(void)
@@ -90,6 +122,20 @@ static bool valid(unsigned int n, unsigned int pages)
 		nanosleep(&_pause, NULL);				\
 	CHECK(cond);							\
 } while (0)
+
+/* Was page n passed to notify() since notified[first]? */
+static bool notified_since(unsigned int first, unsigned int n)
+{
+	bool covered = false;
+	unsigned int r;
+
+	pthread_mutex_lock(&notified_lock);
+	for (r = first; r < nr_notified; r++)
+		covered |= notified[r].start <= (uintptr_t)page(n) &&
+			   notified[r].end >= (uintptr_t)page(n + 1);
+	pthread_mutex_unlock(&notified_lock);
+	return covered;
+}
 
 static void stop(void)
 {
@@ -309,6 +355,188 @@ static void test_a_forked_child_starts_afresh(void)
 }
 #endif
 
+/*
+ * A thread that stops on an error (its read of events fails here) fails
+ * the monitor: every watched range is notified and its watch freed, and
+ * until the last cache stops no hit is valid, not even of an unchanged
+ * range, and no range is subscribed.  Then start() starts afresh.
+ */
+static void test_a_failed_thread_drops_every_entry(void)
+{
+	const unsigned int far = NR_PAGES - 2;
+	uint64_t failures = stats().failures;
+	unsigned int first = notified_count();
+
+	CHECK_EQ(m->export_ops->start(m), 0);
+	CHECK_EQ(sub(40, 1), 0);
+	CHECK_EQ(sub(far, 1), 0);
+	CHECK_EQ(sub(60, 1), 0);
+	__atomic_store_n(&read_error, EIO, __ATOMIC_RELAXED);
+	change(60, 1);
+	WAIT_FOR(stats().failures > failures && stats().watches == 0);
+	CHECK(notified_since(first, 40));
+	CHECK(notified_since(first, far));
+	CHECK_EQ(device_watches(), 0);
+	CHECK(!valid(far, 1));
+	CHECK(sub(41, 1) < 0);
+	CHECK_EQ(stats().watches, 0);
+	stop();
+	CHECK_EQ(m->export_ops->start(m), 0);
+	CHECK_EQ(sub(41, 1), 0);
+	CHECK(valid(41, 1));
+	stop();
+}
+
+/* No descriptor left for the thread's eventfd: start() fails. */
+static void test_a_thread_that_cannot_start_fails_start(void)
+{
+	struct rlimit old, low;
+	int fd = open("/dev/null", O_RDONLY), ret;
+
+	CHECK(fd >= 0);
+	close(fd);
+	CHECK(!getrlimit(RLIMIT_NOFILE, &old));
+	low = old;
+	low.rlim_cur = (rlim_t)fd;
+	CHECK(!setrlimit(RLIMIT_NOFILE, &low));
+	ret = m->export_ops->start(m);
+	CHECK(!setrlimit(RLIMIT_NOFILE, &old));
+	CHECK_EQ(ret, -EMFILE);
+	CHECK(!stats().started);
+	CHECK_EQ(m->export_ops->start(m), 0);
+	CHECK(stats().started);
+	stop();
+}
+
+#ifndef __SANITIZE_THREAD__
+static bool racing;
+
+static void *change_in_a_loop(void *arg)
+{
+	unsigned int i = 0;
+
+	(void)arg;
+	while (__atomic_load_n(&racing, __ATOMIC_RELAXED)) {
+		sub(64 + i % 8, 1);
+		change(64 + i % 8, 1);
+		unsub(64 + i % 8, 1);
+		i++;
+	}
+	return NULL;
+}
+
+/* The child's first use of the cache and of the monitor returns. */
+static void fork_and_use(unsigned int n)
+{
+	int status;
+	pid_t pid = fork();
+
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		alarm(10);
+		pthread_mutex_lock(&cache_lock);
+		pthread_mutex_unlock(&cache_lock);
+		libfabric_notify->notify(m, page(n), PAGE);
+		WAIT_FOR(!sub(n, 1));
+		CHECK(valid(n, 1));
+		m->export_ops->stop(m);
+		_exit(0);
+	}
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/*
+ * fork() while the thread is in notify(), holding the cache's lock (and
+ * so libfabric's mm_lock): before, the child inherited it held, and its
+ * first cache use hung.  Then forks while the thread drains events and
+ * notifies, under the library's lock and ours.
+ */
+static void test_fork_during_notify(void)
+{
+	pthread_t t;
+	int i;
+
+	CHECK_EQ(m->export_ops->start(m), 0);
+	CHECK_EQ(sub(48, 1), 0);
+	__atomic_store_n(&hold_notify, true, __ATOMIC_RELAXED);
+	change(48, 1);
+	WAIT_FOR(__atomic_load_n(&in_notify, __ATOMIC_RELAXED));
+	fork_and_use(50);
+	__atomic_store_n(&hold_notify, false, __ATOMIC_RELAXED);
+	__atomic_store_n(&in_notify, false, __ATOMIC_RELAXED);
+
+	__atomic_store_n(&racing, true, __ATOMIC_RELAXED);
+	CHECK(!pthread_create(&t, NULL, change_in_a_loop, NULL));
+	for (i = 0; i < 20; i++)
+		fork_and_use(52);
+	__atomic_store_n(&racing, false, __ATOMIC_RELAXED);
+	pthread_join(t, NULL);
+	WAIT_FOR(stats().watches == 0);
+	stop();
+}
+#endif
+
+/* A monitor libfabric refuses (its ops too small) unless one is imported. */
+static int import_another(void)
+{
+	static struct fi_ops_mem_monitor ops = { .size = 1 };
+	static struct fid_mem_monitor other = {
+		.fid.fclass = FI_CLASS_MEM_MONITOR,
+		.export_ops = &ops,
+	};
+
+	return fi_import(FI_VERSION(1, 13), "mr_cache", NULL, 0, 0,
+			 &other.fid, NULL);
+}
+
+/*
+ * libfabric's fi_fini(), or our destructor, closes the import while a
+ * cache still uses the monitor: libfabric keeps calling it, so it stays
+ * imported and working until that cache's stop().
+ */
+static void test_a_close_waits_for_the_last_stop(void)
+{
+	CHECK_EQ(m->export_ops->start(m), 0);
+	CHECK_EQ(sub(56, 1), 0);
+	umn_ofi__close();
+	CHECK(stats().imported);
+	CHECK_EQ(import_another(), -FI_EBUSY);
+	CHECK(valid(56, 1));
+	change(56, 1);
+	WAIT_FOR(stats().watches == 0);
+	m->export_ops->stop(m);
+	CHECK(!stats().imported);
+	CHECK_EQ(import_another(), -FI_EINVAL);
+	CHECK_EQ(umn_ofi_import(), 0);
+	m->import_ops = &recorder;
+}
+
+static bool teardown_after_destructors;
+
+/*
+ * Runs after every destructor of default priority, provider.c's among
+ * them: as an application's atexit() handler registered before them (by
+ * a library's constructor), or a thread still running, would close its
+ * last domain.
+ */
+__attribute__((destructor(101))) static void close_last_domain(void)
+{
+	if (!teardown_after_destructors)
+		return;
+	if (!stats().imported || !stats().started || !valid(60, 1)) {
+		fprintf(stderr, "test-monitor: after the destructors: imported %d, started %d\n",
+			stats().imported, stats().started);
+		_exit(1);
+	}
+	m->export_ops->stop(m);
+	if (stats().imported || stats().watches) {
+		fprintf(stderr, "test-monitor: the last stop() did not close the import\n");
+		_exit(1);
+	}
+	printf("test-monitor: the last domain closed after the destructors: ok\n");
+}
+
 static void test_stats_fill_what_the_caller_knows(void)
 {
 	struct umn_ofi_stats s;
@@ -319,14 +547,14 @@ static void test_stats_fill_what_the_caller_knows(void)
 	CHECK_EQ(s.reused, 0xa5a5a5a5a5a5a5a5ULL);
 }
 
-static bool racing;
+static bool checking;
 
 static void *check_in_a_loop(void *arg)
 {
 	unsigned int i = 0;
 
 	(void)arg;
-	while (__atomic_load_n(&racing, __ATOMIC_RELAXED))
+	while (__atomic_load_n(&checking, __ATOMIC_RELAXED))
 		valid(i++ % 64, 1);
 	return NULL;
 }
@@ -338,7 +566,7 @@ static void test_lookups_race_with_changes(void)
 	unsigned int i, n;
 
 	CHECK_EQ(m->export_ops->start(m), 0);
-	__atomic_store_n(&racing, true, __ATOMIC_RELAXED);
+	__atomic_store_n(&checking, true, __ATOMIC_RELAXED);
 	for (i = 0; i < 2; i++)
 		CHECK(!pthread_create(&t[i], NULL, check_in_a_loop, NULL));
 	for (i = 0; i < 3000; i++) {
@@ -354,7 +582,7 @@ static void test_lookups_race_with_changes(void)
 			change(n, 1);
 		}
 	}
-	__atomic_store_n(&racing, false, __ATOMIC_RELAXED);
+	__atomic_store_n(&checking, false, __ATOMIC_RELAXED);
 	for (i = 0; i < 2; i++)
 		pthread_join(t[i], NULL);
 	stop();
@@ -384,12 +612,18 @@ int main(void)
 	/* libfabric sets up its monitors (notify()'s lists) at fi_ini(). */
 	fi_getinfo(FI_VERSION(1, 13), NULL, NULL, 0, NULL, &info);
 	fi_freeinfo(info);
+	/* Imported and loaded, it has opened nothing: the first start() does. */
+	CHECK(!device_opened());
 
 	m = umn_ofi__monitor();
 	libfabric_notify = m->import_ops;
 	recorder = *libfabric_notify;
 	recorder.notify = record_notify;
 	m->import_ops = &recorder;
+	CHECK_EQ(m->export_ops->start(m), 0);
+	CHECK(device_opened());
+	CHECK(stats().started);
+	stop();
 
 	test_a_range_has_one_watch_shared_by_its_subscribers();
 	test_a_changed_range_refuses_subscribers();
@@ -401,9 +635,19 @@ int main(void)
 	/* The plain and ASan builds run it: TSan stops a forked child's thread. */
 	test_a_forked_child_starts_afresh();
 #endif
+	test_a_failed_thread_drops_every_entry();
+	test_a_thread_that_cannot_start_fails_start();
+#ifndef __SANITIZE_THREAD__
+	test_fork_during_notify();
+#endif
 	test_stats_fill_what_the_caller_knows();
 	test_lookups_race_with_changes();
+	test_a_close_waits_for_the_last_stop();
 	test_closing_lets_libfabric_import_again();
 	printf("test-monitor: ok\n");
+
+	CHECK_EQ(m->export_ops->start(m), 0);
+	CHECK_EQ(sub(60, 1), 0);
+	teardown_after_destructors = true;
 	return 0;
 }
