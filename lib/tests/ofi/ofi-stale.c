@@ -7,9 +7,12 @@
  * memhooks monitor) never see, and registered again.  The peer must read
  * the new contents.
  *
- *   ofi-stale remap    twice: once after the monitor's thread has passed
- *                      the unmap to the cache (notify()), once at once,
- *                      saying which of notify() and valid() caught it
+ *   ofi-stale remap    first with libc's munmap() and mmap(), which every
+ *                      monitor sees (memhooks too: it shows that it is
+ *                      at work); then twice by raw system calls: once
+ *                      after the monitor's thread has passed the unmap to
+ *                      the cache (notify()), once at once, saying which
+ *                      of notify() and valid() caught it
  *   ofi-stale recycle  with FI_UMMUNOTIFY_MAX_WATCHES=2: the buffer's
  *                      watch is recycled while the owner's cache holds
  *                      it, the buffer replaced, and the peer's domain (a
@@ -20,12 +23,16 @@
  * monitor's counters to show what the monitor did, and fails unless the
  * monitor in use is the one UMMUNOTIFY_OFI_MONITOR names: "ummunotify"
  * (the default) or "libfabric" (its own, which FI_MR_CACHE_MONITOR picks).
+ * With FI_MR_CACHE_MONITOR=memhooks it also fails unless libc's munmap()
+ * carries memhooks' patch (x86-64).
  *
  * Exit status: 0 the peer read new data every time, 1 it read old data
- * (what a monitor that missed the unmap gives: FI_MR_CACHE_MONITOR=memhooks
- * shows it), 2 anything else went wrong, 4 no RDMA device.
+ * after the raw system calls only (what a monitor that missed them gives:
+ * FI_MR_CACHE_MONITOR=memhooks shows it), 2 anything else went wrong
+ * (old data after libc's calls too: no monitor at work), 4 no RDMA device.
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,6 +114,33 @@ static void remap(void *buf, char fill)
 	memset(buf, fill, LEN);
 }
 
+/* The same through libc, whose munmap() and mmap() memhooks patches. */
+static void libc_remap(void *buf, char fill)
+{
+	if (munmap(buf, LEN))
+		die("munmap", -errno);
+	if (mmap(buf, LEN, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != buf)
+		die("mmap", -errno);
+	memset(buf, fill, LEN);
+}
+
+/*
+ * Does libc's munmap() start with the jump libfabric's memhooks writes
+ * (mov $handler, %r11; jmp *%r11)?  -1: cannot tell on this machine.
+ */
+static int memhooks_patched(void)
+{
+#ifdef __x86_64__
+	const unsigned char *f = dlsym(RTLD_NEXT, "munmap");
+
+	return f && f[0] == 0x49 && f[1] == 0xbb && f[10] == 0x41 &&
+	       f[11] == 0xff && f[12] == 0xe3;
+#else
+	return -1;
+#endif
+}
+
 static void wait_notified(uint64_t before)
 {
 	struct timespec pause = { 0, 1000000 };
@@ -171,6 +205,15 @@ static int test_remap(void)
 	bool stale;
 
 	before = stats();
+	libc_remap(buf, 'L');
+	if (before.started)
+		wait_notified(before.notified);
+	if (check("round 0, libc's munmap()", buf, 'L', &key)) {
+		fprintf(stderr, "ofi-stale: even libc's munmap() was missed: no monitor at work\n");
+		exit(2);
+	}
+
+	before = stats();
 	remap(buf, 'B');
 	if (before.started)
 		wait_notified(before.notified);
@@ -223,6 +266,7 @@ int main(int argc, char **argv)
 {
 	const char *prov = getenv("UMMUNOTIFY_OFI_PROVIDER");
 	const char *want = getenv("UMMUNOTIFY_OFI_MONITOR");
+	const char *chosen = getenv("FI_MR_CACHE_MONITOR");
 	bool ours;
 	int ret, stale;
 
@@ -259,6 +303,14 @@ int main(int argc, char **argv)
 	       stats().abi ? "ummunotify (native ABI)" : "ummunotify (2010 ABI)");
 	if (ours != !strcmp(want, "ummunotify")) {
 		fprintf(stderr, "ofi-stale: expected the %s monitor\n", want);
+		return 2;
+	}
+	ret = memhooks_patched();
+	printf("ofi-stale: libc's munmap(): %s\n",
+	       ret < 0 ? "cannot tell whether memhooks patched it" :
+	       ret ? "patched by libfabric's memhooks" : "not patched");
+	if (!ours && chosen && !strcmp(chosen, "memhooks") && ret == 0) {
+		fprintf(stderr, "ofi-stale: FI_MR_CACHE_MONITOR=memhooks, but memhooks is not in libc's munmap()\n");
 		return 2;
 	}
 
