@@ -13,7 +13,7 @@
 #                 results.json and bench.svg
 # make install    module, <linux/ummunotify.h>, the libraries, umnstat, the
 #                 udev rule and modules-load.d entry (DESTDIR=, PREFIX=,
-#                 LIBDIR=; VERBS=no, OFI=no: without libummunotify-verbs or
+#                 LIBDIR=, INCLUDEDIR=, BINDIR=, MANDIR=; VERBS=no, OFI=no: without libummunotify-verbs or
 #                 -ofi, see lib/have.mk).  Each part alone: install-modules,
 #                 install-headers, install-lib, install-tools, install-boot
 # make install-dkms  the module's source and dkms.conf in
@@ -30,6 +30,7 @@ TOP	:= $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 B	:= $(TOP)/build
 PREFIX	?= /usr/local
 BINDIR	?= $(PREFIX)/bin
+INCLUDEDIR ?= $(PREFIX)/include
 MANDIR	?= $(PREFIX)/share/man
 # Where udev and systemd-modules-load (and Debian's kmod init script) look.
 UDEVRULESDIR ?= $(or $(shell pkg-config --variable=udevdir udev 2>/dev/null),/lib/udev)/rules.d
@@ -165,11 +166,11 @@ install-modules: modules
 
 install-headers:
 	install -D -m 644 include/uapi/linux/ummunotify.h \
-		$(DESTDIR)$(PREFIX)/include/linux/ummunotify.h
+		$(DESTDIR)$(INCLUDEDIR)/linux/ummunotify.h
 
 install-lib:
 	$(MAKE) -C lib O=$(B)/lib DESTDIR=$(DESTDIR) PREFIX=$(PREFIX) \
-		MANDIR=$(MANDIR) install
+		INCLUDEDIR=$(INCLUDEDIR) MANDIR=$(MANDIR) install
 
 install-tools: $(B)/tools/umnstat
 	install -D -m 755 $(B)/tools/umnstat $(DESTDIR)$(BINDIR)/umnstat
