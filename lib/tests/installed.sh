@@ -13,37 +13,21 @@ set -eu
 
 build=$1
 lib=$(cd "$(dirname "$0")/.." && pwd)
-stage=$build/stage
-rm -rf "$stage"
-make -s -C "$lib" O="$build" install DESTDIR="$stage" PREFIX=/opt/umn \
-	>/dev/null
-
-fail() { echo "installed.sh: $*" >&2; exit 1; }
-
-want=$(sed -n 's/^[[:space:]]*\(umn[a-z_]*\);$/\1/p' "$lib/libummunotify.map" |
-	sort)
-versioned=$(awk '/^UMMUNOTIFY_[0-9.]* {/ { node = $1 }
-	/^[[:space:]]*umn[a-z_]*;$/ { sub(/;/, ""); print $1 "@@" node }' \
-	"$lib/libummunotify.map" | sort)
-have=$(nm -D --defined-only "$stage/opt/umn/lib/libummunotify.so.1" |
-	awk '$3 ~ /^umn/ { print $3 }' | sort)
-[ "$have" = "$versioned" ] ||
-	fail "exported symbols differ from libummunotify.map: $have"
-have=$(nm -g --defined-only "$stage/opt/umn/lib/libummunotify.a" |
-	awk 'NF == 3 { print $3 }' | sort)
-[ "$have" = "$want" ] ||
-	fail "libummunotify.a's global symbols differ from libummunotify.map: $have"
-mode=$(stat -L -c %a "$stage/opt/umn/lib/libummunotify.so.1")
-[ "$mode" = 644 ] || fail "libummunotify.so.1 installed $mode, not 644"
+# shellcheck source=lib/tests/stage.sh
+. "$lib/tests/stage.sh"
+stage "$build" stage
+exports "$root/lib/libummunotify.so.1" "$root/lib/libummunotify.a" \
+	"$lib/libummunotify.map"
+installed_0644 "$root/lib/libummunotify.so.1"
 
 # The exported functions but the private one, and the inline ones.
-for f in $(echo "$want" | grep -v '^umn__') umn_valid umn_changed; do
-	[ -e "$stage/opt/umn/share/man/man3/$f.3" ] || fail "no man page for $f"
-done
+# shellcheck disable=SC2046 # one name a word
+man_pages 3 $(sed -n 's/^[[:space:]]*\(umn_[a-z][a-z_]*\);$/\1/p' \
+	"$lib/libummunotify.map") umn_valid umn_changed
 if command -v man >/dev/null; then
-	for page in "$stage"/opt/umn/share/man/man*/*; do
-		out=$(cd "$stage/opt/umn/share/man" && LC_ALL=C MANWIDTH=80 \
-		      man --warnings -l "${page#"$stage"/opt/umn/share/man/}" 2>&1 \
+	for page in "$root"/share/man/man*/*; do
+		out=$(cd "$root/share/man" && LC_ALL=C MANWIDTH=80 \
+		      man --warnings -l "${page#"$root"/share/man/}" 2>&1 \
 		      >/dev/null) || fail "$page: man failed"
 		[ -z "$out" ] || fail "$page: $out"
 	done
@@ -81,17 +65,13 @@ int main(int argc, char **argv)
 	return umn_close(u);
 }
 C
-export PKG_CONFIG_PATH="$stage/opt/umn/lib/pkgconfig"
-export PKG_CONFIG_SYSROOT_DIR="$stage"
-# shellcheck disable=SC2046 # word splitting of pkg-config output wanted
-${CC:-cc} -Wall -Wextra -Werror -o "$build/consumer" "$build/consumer.c" \
-	$(pkg-config --cflags --libs libummunotify) \
-	-Wl,-rpath,"$stage/opt/umn/lib"
+client "$build/consumer" "$build/consumer.c" libummunotify
 "$build/consumer"
 [ "$("$build/consumer" --version)" = "$(pkg-config --modversion libummunotify)" ] ||
 	fail "LIBUMMUNOTIFY_VERSION is not pkg-config's $(pkg-config --modversion libummunotify)"
+# shellcheck disable=SC2046 # word splitting of pkg-config output wanted
 ${CC:-cc} -static -o "$build/consumer-static" "$build/consumer.c" \
 	$(pkg-config --static --cflags libummunotify) \
-	"$stage/opt/umn/lib/libummunotify.a" -pthread
+	"$root/lib/libummunotify.a" -pthread
 "$build/consumer-static"
 echo "installed.sh: ok"

@@ -13,29 +13,15 @@ set -eu
 
 build=$1
 lib=$(cd "$(dirname "$0")/../.." && pwd)
-stage=$build/stage-verbs
-root=$stage/opt/umn
-rm -rf "$stage"
-make -s -C "$lib" O="$build" install DESTDIR="$stage" PREFIX=/opt/umn \
-	>/dev/null
-
-fail() { echo "installed-verbs.sh: $*" >&2; exit 1; }
-
-want=$(sed -n 's/^[[:space:]]*\(umn[a-z_]*\);$/\1/p' \
-	"$lib/verbs/libummunotify-verbs.map" | sort)
-have=$(nm -D --defined-only "$root/lib/libummunotify-verbs.so.1" |
-	awk '$3 ~ /^umn/ { print $3 }' | sort)
-[ "$have" = "$(echo "$want" | sed 's/$/@@UMMUNOTIFY_VERBS_1.0/')" ] ||
-	fail "exported symbols differ from libummunotify-verbs.map: $have"
-have=$(nm -g --defined-only "$root/lib/libummunotify-verbs.a" |
-	awk 'NF == 3 { print $3 }' | sort)
-[ "$have" = "$want" ] ||
-	fail "libummunotify-verbs.a's global symbols differ from the map: $have"
-mode=$(stat -L -c %a "$root/lib/libummunotify-verbs.so.1")
-[ "$mode" = 644 ] || fail "libummunotify-verbs.so.1 installed $mode, not 644"
-for f in $want; do
-	[ -e "$root/share/man/man3/$f.3" ] || fail "no man page for $f"
-done
+# shellcheck source=lib/tests/stage.sh
+. "$lib/tests/stage.sh"
+stage "$build" stage-verbs
+exports "$root/lib/libummunotify-verbs.so.1" \
+	"$root/lib/libummunotify-verbs.a" "$lib/verbs/libummunotify-verbs.map"
+installed_0644 "$root/lib/libummunotify-verbs.so.1"
+# shellcheck disable=SC2046 # one name a word
+man_pages 3 $(sed -n 's/^[[:space:]]*\(umn_[a-z_]*\);$/\1/p' \
+	"$lib/verbs/libummunotify-verbs.map")
 
 cat >"$build/consumer-verbs.c" <<'C'
 #include <stdio.h>
@@ -63,15 +49,10 @@ int main(void)
 	return 0;
 }
 C
-export PKG_CONFIG_PATH="$root/lib/pkgconfig"
-export PKG_CONFIG_SYSROOT_DIR="$stage"
-# shellcheck disable=SC2046 # word splitting of pkg-config output wanted
-${CC:-cc} -Wall -Wextra -Werror -o "$build/consumer-verbs" \
-	"$build/consumer-verbs.c" \
-	$(pkg-config --cflags --libs libummunotify-verbs)
-LD_LIBRARY_PATH="$root/lib" "$build/consumer-verbs"
+client "$build/consumer-verbs" "$build/consumer-verbs.c" libummunotify-verbs
+"$build/consumer-verbs"
 # libibverbs loads its providers with dlopen(): static, only our two.
-# shellcheck disable=SC2046
+# shellcheck disable=SC2046 # word splitting of pkg-config output wanted
 ${CC:-cc} -o "$build/consumer-verbs-static" "$build/consumer-verbs.c" \
 	$(pkg-config --cflags libummunotify-verbs) \
 	"$root/lib/libummunotify-verbs.a" "$root/lib/libummunotify.a" \

@@ -1,0 +1,73 @@
+# shellcheck shell=sh
+# SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+#
+# Sourced by the installed*.sh tests, with $lib the library's source
+# directory: the libraries as a site installs them, into a scratch root
+# under PREFIX=/opt/umn, and a client built against them.
+#
+#   stage BUILD_DIR NAME       "make install" into BUILD_DIR/NAME; sets
+#                              $stage and $root (the prefix in it), and
+#                              points pkg-config, the linker and the loader
+#                              at it
+#   exports SO ARCHIVE MAP     SO exports exactly MAP's symbols, each at its
+#                              version node; ARCHIVE defines MAP's umn_*
+#                              ones and no other global symbol
+#   installed_0644 FILE        FILE (a shared library) is installed 0644
+#   man_pages SECTION NAME...  each NAME has a man page in SECTION
+#   client OUT SRC MODULE...   SRC built, warning-free, against the
+#                              installed pkg-config MODULEs
+#   fail MESSAGE               the test fails, saying why
+
+fail() {
+	echo "${0##*/}: $*" >&2
+	exit 1
+}
+
+# shellcheck disable=SC2154 # $lib is the sourcing test's
+stage() {
+	stage=$1/$2
+	root=$stage/opt/umn
+	rm -rf "$stage"
+	make -s -C "$lib" O="$1" install DESTDIR="$stage" PREFIX=/opt/umn \
+		>/dev/null || fail "make install DESTDIR=$stage failed"
+	export PKG_CONFIG_PATH="$root/lib/pkgconfig"
+	export PKG_CONFIG_SYSROOT_DIR="$stage"
+	# Where the loader finds the libraries outside /usr, for the
+	# programs and for what libfabric loads with dlopen().
+	export LD_LIBRARY_PATH="$root/lib"
+}
+
+exports() {
+	versioned=$(awk '/^[A-Z][A-Z0-9_.]* {/ { node = $1 }
+		/^[[:space:]]*[a-z][a-z_]*;$/ { sub(/;/, ""); print $1 "@@" node }' \
+		"$3" | sort)
+	have=$(nm -D --defined-only "$1" | awk '$2 == "T" { print $3 }' | sort)
+	[ "$have" = "$versioned" ] ||
+		fail "${1##*/}'s exported symbols differ from ${3##*/}: $have"
+	have=$(nm -g --defined-only "$2" | awk 'NF == 3 { print $3 }' | sort)
+	[ "$have" = "$(echo "$versioned" | sed -n 's/^\(umn[a-z_]*\)@@.*/\1/p')" ] ||
+		fail "${2##*/}'s global symbols differ from ${3##*/}'s umn_ ones: $have"
+}
+
+installed_0644() {
+	mode=$(stat -L -c %a "$1")
+	[ "$mode" = 644 ] || fail "${1##*/} installed $mode, not 644"
+}
+
+man_pages() {
+	section=$1
+	shift
+	for f; do
+		[ -e "$root/share/man/man$section/$f.$section" ] ||
+			fail "no man page for $f"
+	done
+}
+
+client() {
+	out=$1 src=$2
+	shift 2
+	# shellcheck disable=SC2046 # word splitting of pkg-config output wanted
+	${CC:-cc} -Wall -Wextra -Werror -o "$out" "$src" \
+		$(pkg-config --cflags --libs "$@") ||
+		fail "cannot build $src against the installed $*"
+}
