@@ -679,7 +679,12 @@ static long read_events(struct thread *t, struct ufile *f, int fi, void *buf,
 	uint64_t errs = 0;
 	long ret, i;
 
-	if (size >= ev_size)
+	/*
+	 * A read() the driver sees fixes the file's features; one into a
+	 * buffer outside user space the VFS refuses first (access_ok()).
+	 */
+	if (size >= ev_size && (uintptr_t)buf < task_size &&
+	    size <= task_size - (uintptr_t)buf)
 		atomic_store(&f->used, true);
 	ret = sysret(read(f->fd, buf, size));
 	if (!still_open(f))
