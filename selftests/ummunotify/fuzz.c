@@ -1674,16 +1674,35 @@ static void set_prot(struct thread *t, size_t first, size_t n,
 	memset(t->prot + first, prot, n);
 }
 
-/* What is mapped, asked of the kernel after a call whose effect is unsure. */
+/*
+ * What is mapped, asked of the kernel (/proc/self/maps) after a call whose
+ * effect is unsure: a failed mremap() may have unmapped its target, and
+ * since 6.17 a failed move of several mappings may have moved some.
+ */
 static void resync(struct thread *t, size_t first, size_t n)
 {
-	unsigned char vec;
-	size_t i;
+	uintptr_t lo = (uintptr_t)page(t, first), hi = lo + n * ps;
+	FILE *maps = fopen("/proc/self/maps", "re");
+	unsigned long start, end;
+	char *line = NULL, perms[8];
+	size_t size = 0;
 
-	for (i = first; i < first + n; i++)
-		if (t->prot[i] && mincore(page(t, i), ps, &vec) &&
-		    errno == ENOMEM)
-			t->prot[i] = 0;
+	if (!maps) {
+		fail(t, "/proc/self/maps: %s", strerror(errno));
+		return;
+	}
+	set_prot(t, first, n, 0);
+	while (getline(&line, &size, maps) > 0) {
+		if (sscanf(line, "%lx-%lx %4s", &start, &end, perms) != 3 ||
+		    end <= lo || start >= hi)
+			continue;
+		start = start > lo ? start : lo;
+		end = end < hi ? end : hi;
+		set_prot(t, (start - (uintptr_t)t->span) / ps,
+			 (end - start) / ps, perms[1] == 'w' ? 3 : 1);
+	}
+	free(line);
+	fclose(maps);
 }
 
 static void populate(struct thread *t, size_t first, size_t n)
@@ -1776,7 +1795,28 @@ static void op_churn(struct thread *t)
 			resync(t, zone_first, zone);
 			break;
 		}
-		if (flags) {
+		if (flags && n2 == n) {
+			/*
+			 * A move that keeps the size may span several
+			 * mappings and holes since 6.17 (d23cb648e365,
+			 * "mm/mremap: permit mremap() move of multiple
+			 * VMAs"): each mapping lands at its offset, and the
+			 * target's pages across from a hole stay as they
+			 * were.  Before, it is one mapping or EFAULT.
+			 */
+			size_t i, j;
+
+			expect_mapped(t, &c, first, n, UMMUNOTIFY_CAUSE_UNMAP);
+			for (i = 0; i < n; i = j + 1) {
+				for (j = i; j < n && t->prot[first + j]; j++)
+					;
+				expect_mapped(t, &c, to + i, j - i,
+					      UMMUNOTIFY_CAUSE_UNMAP);
+				memcpy(t->prot + to + i, t->prot + first + i,
+				       j - i);
+				set_prot(t, first + i, j - i, 0);
+			}
+		} else if (flags) {
 			unsigned char prot = t->prot[first];
 
 			expect_mapped(t, &c, first, n, UMMUNOTIFY_CAUSE_UNMAP);
