@@ -1439,6 +1439,7 @@ static void op_resize(struct thread *t)
 	uint64_t errs = 0, start, end;
 	struct ufile *f;
 	__u64 gen_before = 0;
+	bool all;
 	int fi;
 	long ret;
 
@@ -1461,11 +1462,15 @@ static void op_resize(struct thread *t)
 		wa.flags = 1 + (__u32)below(&t->r, 3);
 	if (chance(&t->r, 3))
 		wa.reserved = 1;
+	/* WATCH_ALL (with no range) moves the watch to all of user space. */
+	all = wa.flags & UMMUNOTIFY_WATCH_ALL;
 	if (!w || wa.user_cookie != cookie_of(t, i) || !has_watch(f) ||
 	    wa.reserved || wa.causes & ~KNOWN_CAUSES ||
 	    wa.flags & ~UMMUNOTIFY_WATCH_ALL ||
-	    (wa.flags & UMMUNOTIFY_WATCH_ALL) || !range_ok(start, end))
+	    (all ? start || end : !range_ok(start, end)))
 		errs |= E(EINVAL);
+	if (all && !start && !end)
+		end = task_size;
 	/* A registration without a slot is a 2010 one: no RESIZE. */
 	if (w && !w->has_slot)
 		errs |= E(EINVAL);
@@ -1492,7 +1497,7 @@ static void op_resize(struct thread *t)
 	}
 	if (!errs) {
 		set_range(w, start, end);
-		w->all = false;
+		w->all = all;
 		if (wa.causes)
 			w->causes = wa.causes | CAUSE(RELEASE);
 		if (w->slot_known && wa.slot != w->slot)
