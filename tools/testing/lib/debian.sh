@@ -3,17 +3,57 @@
 # Sourced by setup-host.sh and debian-root: the machine's own Debian archive,
 # so that no mirror is named in the repository.
 
-# Print the URI of the machine's bookworm apt source.  cat, not awk's own
-# file arguments: mawk stops at the first file missing (an empty
-# sources.list.d, as the installer leaves it).
+# Print the URI of the machine's bookworm apt source (under ROOT, default
+# /), from deb822 stanzas (*.sources: fields in any order, "Enabled: no"
+# ones skipped) or one-line entries (sources.list, *.list).  A
+# mirror+file: source (Debian's cloud images) names a file of mirrors:
+# its first one is printed, for debootstrap and the chroots, which cannot
+# read the host's file.  Each file is read by cat, and followed by an empty
+# line so that stanzas of two files never join: mawk stops at the first
+# file missing (an empty sources.list.d, as the installer leaves it).
+# Usage: debian_uri [ROOT]
 debian_uri() {
-	cat /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null |
-		awk '
-		/^URIs:/ { u = $2 }
-		/^Suites:/ && / bookworm( |$)/ && u != "" { print u; exit }
-		/^deb[ \t]/ && $0 ~ / bookworm( |$)/ {
-			for (i = 2; i <= NF; i++) if ($i ~ /:\/\//) { print $i; exit }
-		}' | head -n1
+	du_root=${1:-}
+	du_uri=$(
+		for du_f in "$du_root"/etc/apt/sources.list.d/*.sources; do
+			[ ! -f "$du_f" ] || { cat "$du_f"; echo; }
+		done | awk 'BEGIN { RS = "" }
+		{
+			uri = ""; deb = 0; suite = 0; enabled = 1
+			n = split($0, line, "\n")
+			for (i = 1; i <= n; i++) {
+				if (line[i] ~ /^#/ || !match(line[i], /^[^ \t:]+:/))
+					continue
+				field = tolower(substr(line[i], 1, RLENGTH - 1))
+				value = " " tolower(substr(line[i], RLENGTH + 1)) " "
+				if (field == "uris" && split(value, uris, " "))
+					uri = uris[1]
+				if (field == "types" && value ~ /[ \t]deb[ \t]/)
+					deb = 1
+				if (field == "suites" && value ~ /[ \t]bookworm[ \t]/)
+					suite = 1
+				if (field == "enabled" && value ~ /[ \t]no[ \t]/)
+					enabled = 0
+			}
+			if (uri != "" && deb && suite && enabled) { print uri; exit }
+		}'
+		cat "$du_root"/etc/apt/sources.list "$du_root"/etc/apt/sources.list.d/*.list \
+			2>/dev/null | awk '
+		/^deb[ \t]/ {
+			sub(/\[[^]]*\]/, "")
+			if ($3 == "bookworm") { print $2; exit }
+		}')
+	du_uri=${du_uri%%"
+"*}
+	case $du_uri in
+	mirror+file:*)
+		du_list=${du_uri#mirror+file:}
+		du_list=$du_root/${du_list#"${du_list%%[!/]*}"}
+		du_uri=$(sed -n 's/^[ \t]*\([^# \t][^ \t]*\).*/\1/p' "$du_list" 2>/dev/null |
+			head -n1)
+		;;
+	esac
+	echo "$du_uri"
 }
 
 # Print the package the bookworm-backports meta-package $1 depends on (the
