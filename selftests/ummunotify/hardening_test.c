@@ -754,13 +754,32 @@ static void *watch_each_round(void *arg)
 	return NULL;
 }
 
+/*
+ * Where wchan cannot say (it reads 0 on 5.10, whose x86 get_wchan()
+ * follows frame pointers that Debian's ORC-unwound kernels have not; 5.16
+ * "x86: Fix get_wchan() to support the ORC unwinder"), the thread is taken
+ * to wait there when it sleeps uninterruptibly (wait_event()) in the
+ * WATCH ioctl.
+ */
 static bool waits_in_read_begin(pid_t tid)
 {
-	char path[64], wchan[64];
+	char path[64], wchan[64], stat[256], *state;
+	unsigned long nr, fd, cmd;
 
 	snprintf(path, sizeof(path), "/proc/self/task/%d/wchan", tid);
-	return !read_file(path, wchan, sizeof(wchan)) &&
-	       !strcmp(wchan, "mmu_interval_read_begin");
+	if (read_file(path, wchan, sizeof(wchan)))
+		return false;
+	if (strcmp(wchan, "0"))
+		return !strcmp(wchan, "mmu_interval_read_begin");
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+	if (read_file(path, stat, sizeof(stat)))
+		return false;
+	state = strrchr(stat, ')');
+	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
+	return state && state[1] == ' ' && state[2] == 'D' &&
+	       !read_file(path, stat, sizeof(stat)) &&
+	       sscanf(stat, "%lu %lx %lx", &nr, &fd, &cmd) == 3 &&
+	       nr == SYS_ioctl && cmd == UMMUNOTIFY_WATCH;
 }
 
 TEST_F_TIMEOUT(owner, a_watch_waiting_for_a_busy_address_space_holds_up_no_read,
