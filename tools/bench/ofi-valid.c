@@ -86,6 +86,12 @@ int main(void)
 	if (base == MAP_FAILED)
 		return 1;
 	memset(base, 1, RANGES * 8192);
+	/* As libfabric does: start() opens the device. */
+	ret = m->export_ops->start(m);
+	if (ret) {
+		fprintf(stderr, "ofi-valid: start: %s\n", strerror(-ret));
+		return 1;
+	}
 	for (i = 0; i < RANGES; i++)
 		if (m->export_ops->subscribe(m, base + (size_t)i * 8192, 4096))
 			return 1;
@@ -102,5 +108,6 @@ int main(void)
 	for (r = 0; r < REPS; r++)
 		printf(" %.2f", v[1][r]);
 	printf("\n");
+	m->export_ops->stop(m);
 	return 0;
 }
