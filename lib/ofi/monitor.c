@@ -879,6 +879,8 @@ void umn_ofi__close(void)
 		pthread_mutex_unlock(&mon.lock);
 		if (active) {
 			mon.close_pending = true;
+			FI_INFO(&umn_ofi__prov, FI_LOG_MR,
+				"a cache still uses the ummunotify memory monitor: its last stop() closes the import\n");
 		} else {
 			mon_stop_all();
 			close_import();

@@ -135,17 +135,23 @@ $(O)/tests/ofi-monitor: $(MON_TEST_DEPS) tests/ofi/backend-device.c
 		$(MON_WRAP) -lfabric $(LDLIBS)
 
 # The stale-data test, against the built libraries as a program would be:
-# it does not call them, libfabric loads the provider.
+# it does not call them, libfabric loads the provider.  libofi-late.so
+# runs its "late" test's teardown after every destructor.
 OFI_TEST_SRCS	:= tests/ofi/ofi-stale.c tests/ofi/fab.c
 
 guest-tests: $(O)/tests/ofi-stale
 
-$(O)/tests/ofi-stale: $(OFI_TEST_SRCS) tests/ofi/fab.h $(OFI_HDR) \
-		      $(TEST_COMMON) $(OFI_LIBS) $(OFI_PROV)
+$(O)/tests/libofi-late.so: tests/ofi/late.c tests/ofi/late.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -shared -fPIC -o $@ $<
+
+$(O)/tests/ofi-stale: $(OFI_TEST_SRCS) tests/ofi/fab.h tests/ofi/late.h \
+		      $(OFI_HDR) $(TEST_COMMON) $(OFI_LIBS) $(OFI_PROV) \
+		      $(O)/tests/libofi-late.so
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(OFI_CFLAGS) -Itests/ofi $(LDFLAGS) -o $@ \
 		$(OFI_TEST_SRCS) -L$(O) -lummunotify-ofi -Wl,-rpath,$(O) \
-		-lfabric $(LDLIBS)
+		-L$(O)/tests -lofi-late -Wl,-rpath,$(O)/tests -lfabric $(LDLIBS)
 
 # The MPI job's program, built with the MPI's own compiler driver.
 MPICC		?= mpicc

@@ -17,6 +17,12 @@
  *                      watch is recycled while the owner's cache holds
  *                      it, the buffer replaced, and the peer's domain (a
  *                      second cache) registers it before the owner does
+ *   ofi-stale late     a registration cached, the domains are closed
+ *                      after every destructor ran, ours and libfabric's
+ *                      fi_fini() (from an atexit() handler registered by
+ *                      a library's constructor, libofi-late.so): the
+ *                      monitor must still be imported and running then,
+ *                      and the domains' closing must stop it
  *
  * The program does not import the monitor: libfabric loads it as a
  * provider (FI_PROVIDER_PATH, or its provider directory).  It reads the
@@ -45,6 +51,7 @@
 #include <rdma/fi_errno.h>
 
 #include "fab.h"
+#include "late.h"
 #include "ummunotify-ofi.h"
 
 #define LEN	(64 * 1024)
@@ -262,6 +269,36 @@ static int test_recycle(void)
 	return check("after recycling", buf, 'B', &key);
 }
 
+/* Run after every destructor: see late.c. */
+static void close_late(void)
+{
+	struct umn_ofi_stats before = stats();
+
+	printf("ofi-stale: late: after the destructors: monitor %s, %s\n",
+	       before.imported ? "imported" : "NOT imported",
+	       before.started ? "started" : "NOT started");
+	fflush(stdout);
+	/* libfabric would stop it through the NULL pointer the close left. */
+	if (!before.imported || !before.started)
+		_exit(2);
+	fi_close(&dst_mr->fid);
+	fab_close(&peer);
+	fab_close(&owner);
+	printf("ofi-stale: late: the domains closed: monitor %s, %s\n",
+	       stats().imported ? "still imported" : "no longer imported",
+	       stats().started ? "started" : "stopped");
+	fflush(stdout);
+	if (stats().imported || stats().started)
+		_exit(2);
+}
+
+static int test_late(void)
+{
+	cache(map(), 'A');
+	late_at_exit(close_late);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *prov = getenv("UMMUNOTIFY_OFI_PROVIDER");
@@ -270,8 +307,9 @@ int main(int argc, char **argv)
 	bool ours;
 	int ret, stale;
 
-	if (argc != 2 || (strcmp(argv[1], "remap") && strcmp(argv[1], "recycle"))) {
-		fprintf(stderr, "usage: ofi-stale remap|recycle\n");
+	if (argc != 2 || (strcmp(argv[1], "remap") &&
+			  strcmp(argv[1], "recycle") && strcmp(argv[1], "late"))) {
+		fprintf(stderr, "usage: ofi-stale remap|recycle|late\n");
 		return 2;
 	}
 	if (!prov)
@@ -314,6 +352,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 
+	if (!strcmp(argv[1], "late"))
+		return test_late();
 	stale = !strcmp(argv[1], "remap") ? test_remap() : test_recycle();
 	if (ours)
 		printf("ofi-stale: monitor: %llu subscribes (%llu refused), %llu events, %llu ranges notified, %llu hits refused\n",
