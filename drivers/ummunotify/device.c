@@ -253,6 +253,7 @@ static struct workqueue_struct *umn_release_wq;
 /* After umn_pressure_del(): no walk of the pressure list reaches the file. */
 static void umn_teardown(struct umn_file *file)
 {
+	umn_all_stop(file);
 	umn_remove_all(file);
 	/* Nor can the notifier queue SIGIO now. */
 	cancel_work_sync(&file->sigio_work);
@@ -313,6 +314,7 @@ static int umn_open(struct inode *inode, struct file *filp)
 	INIT_WORK(&file->sigio_work, umn_send_sigio);
 	INIT_WORK(&file->release_work, umn_teardown_work);
 	file->notifier_ops.invalidate = umn_invalidate;
+	umn_all_init(file);
 	atomic_long_inc(&umn_nr_files);
 
 	filp->private_data = file;

@@ -69,7 +69,7 @@ static struct umn_queued_region *umn_peek(struct umn_file *file,
 			event->hint_end = queued->hint_end;
 		} else {
 			event->hint_start = umn_region_start(&queued->region);
-			event->hint_end = umn_region_end(&queued->region);
+			event->hint_end = umn_region_end(file, &queued->region);
 		}
 	} else if (file->need_last) {
 		event->type = UMMUNOTIFY_EVENT_TYPE_LAST;

@@ -199,6 +199,7 @@ static int umn_try_setup(struct umn_file *file,
 		.generations = PAGE_SIZE,
 		.events = PAGE_SIZE + gen_bytes,
 		.head = 0,
+		.in_flight = UMN_OFF_IN_FLIGHT,
 	};
 	/* Not present: fault it in without the lock and start again. */
 	ret = -EAGAIN;

@@ -5,6 +5,7 @@
  *   device.c	the misc device: open, release, ioctl, poll, fasync,
  *		fdinfo, sysfs, module init
  *   watch.c	watches, their cookies and slots, the interval notifier
+ *   watch_all.c whole-address-space watches, on an mmu_notifier
  *   ring.c	the shared area (SETUP, mmap) and the event ring, read()
  *   legacy.c	the 2010 ABI's queue of reports, read()
  *   pressure.c	memory-pressure advisories from a shrinker
@@ -61,6 +62,8 @@
 #define UMN_OFF_TAIL		64
 #define UMN_OFF_DROPPED		72
 #define UMN_OFF_RING_MASK	80
+/* Written by every CPU that invalidates: a cache line of its own. */
+#define UMN_OFF_IN_FLIGHT	128
 
 /**
  * struct umn_area - what UMMUNOTIFY_SETUP adds to the shared memory
@@ -124,6 +127,13 @@ struct umn_area {
  *			process group
  * @release_work:	the teardown of a file another process closed last
  * @notifier_ops:	the file's own, so that a region finds its file
+ * @all_lock:		serialises the registration of @all_notifier
+ * @all_registered:	@all_notifier is registered
+ * @all_notifier:	what whole-address-space watches hang off
+ * @all_regions:	whole-address-space watches; under @lock
+ * @in_flight:		invalidations started and not ended, while
+ *			@all_notifier is registered; in @header
+ * @all_wait:		WATCH_ALL waiting for @in_flight to drop to 0
  */
 struct umn_file {
 	struct mm_struct *mm;
@@ -169,12 +179,21 @@ struct umn_file {
 	struct work_struct sigio_work;
 	struct work_struct release_work;
 	struct mmu_interval_notifier_ops notifier_ops;
+
+	struct mutex all_lock;		/* registering all_notifier */
+	bool all_registered;
+	struct mmu_notifier all_notifier;
+	struct list_head all_regions;
+	atomic64_t *in_flight;
+	wait_queue_head_t all_wait;
 };
 
 /**
  * struct umn_region - one registration: 128 bytes, the file found from
  * the notifier's ops (see umn_region_file())
  * @notifier:	interval notifier over the watched range
+ * @all_node:	whole-address-space watch: in &umn_file.all_regions
+ *		instead
  * @cookie_node: node in &umn_file.cookies
  * @cookie:	user's cookie, unique within the file
  * @slot:	generation slot, or UMMUNOTIFY_NO_SLOT
@@ -183,15 +202,20 @@ struct umn_file {
  *		ioctl may change it; under regions_lock
  * @dead:	unregistered, its notifier not removed yet: it publishes
  *		nothing more; under &umn_file.lock
+ * @all:	a whole-address-space watch
  */
 struct umn_region {
-	struct mmu_interval_notifier notifier;
+	union {
+		struct mmu_interval_notifier notifier;
+		struct list_head all_node;
+	};
 	struct rb_node cookie_node;
 	u64 cookie;
 	u32 slot;
-	u16 causes;
+	u8 causes;
 	bool pending;
 	bool dead;
+	bool all;
 };
 
 /**
@@ -221,12 +245,14 @@ struct umn_stats {
 
 static inline u64 umn_region_start(const struct umn_region *region)
 {
-	return region->notifier.interval_tree.start;
+	return region->all ? 0 : region->notifier.interval_tree.start;
 }
 
-static inline u64 umn_region_end(const struct umn_region *region)
+static inline u64 umn_region_end(const struct umn_file *file,
+				 const struct umn_region *region)
 {
-	return region->notifier.interval_tree.last + 1;
+	return region->all ? file->task_size :
+	       region->notifier.interval_tree.last + 1;
 }
 
 /*
@@ -279,6 +305,9 @@ extern struct kmem_cache *umn_queued_cache;
 void umn_wake(struct umn_file *file);
 
 /* watch.c */
+unsigned int umn_cause(enum mmu_notifier_event event);
+bool umn_report(struct umn_file *file, struct umn_region *region,
+		u64 start, u64 end, unsigned int cause);
 bool umn_invalidate(struct mmu_interval_notifier *notifier,
 		    const struct mmu_notifier_range *range,
 		    unsigned long cur_seq);
@@ -288,6 +317,11 @@ int umn_watch(struct umn_file *file, struct ummunotify_watch __user *argp);
 int umn_resize(struct umn_file *file, struct ummunotify_watch __user *argp);
 int umn_unregister(struct umn_file *file, u64 __user *argp);
 void umn_remove_all(struct umn_file *file);
+
+/* watch_all.c */
+void umn_all_init(struct umn_file *file);
+int umn_all_start(struct umn_file *file, struct umn_region *region);
+void umn_all_stop(struct umn_file *file);
 
 /* ring.c */
 bool umn_ring_post(struct umn_file *file,

@@ -14,11 +14,14 @@
 #include "umn.h"
 #include "trace.h"
 
+/* What a watch costs, as the documentation says. */
+static_assert(sizeof(struct umn_region) <= 128);
+
 /*
  * Unknown future events count as CLEAR: assume the pages changed.
  * Device-exclusive access keeps the pages, like a protection change.
  */
-static unsigned int umn_cause(enum mmu_notifier_event event)
+unsigned int umn_cause(enum mmu_notifier_event event)
 {
 	if (umn_event_exclusive(event))
 		return UMMUNOTIFY_CAUSE_PROTECTION;
@@ -58,7 +61,9 @@ static bool umn_publish(struct umn_file *file, struct umn_region *region,
 		.cause = cause,
 	};
 
-	WRITE_ONCE(*file->counter, *file->counter + 1);
+	/* A whole-address-space watch has its ring: nothing to count. */
+	if (!region->all)
+		WRITE_ONCE(*file->counter, *file->counter + 1);
 	if (region->slot != UMMUNOTIFY_NO_SLOT) {
 		event.generation = ++file->last_generation;
 		/* Pairs with the cache's acquire load of the word. */
@@ -84,6 +89,30 @@ static bool umn_publish(struct umn_file *file, struct umn_region *region,
 }
 
 /*
+ * @region saw an invalidation of [@start, @end) (clipped to it) for
+ * @cause: publish it unless @region does not report @cause, is dead, or
+ * the address space has gone (nobody can read: do not fill the queue for
+ * nothing).  Returns true if something new became readable.  file->lock
+ * held.
+ */
+bool umn_report(struct umn_file *file, struct umn_region *region,
+		u64 start, u64 end, unsigned int cause)
+{
+	bool wanted = region->causes & BIT(cause);
+	bool posted = false;
+
+	trace_ummunotify_invalidate(region->cookie, start, end, cause, wanted);
+	if (!wanted) {
+		atomic64_inc(&file->filtered);
+		this_cpu_inc(umn_stats.filtered);
+	} else if (!region->dead &&
+		   (!file->released || cause == UMMUNOTIFY_CAUSE_RELEASE)) {
+		posted = umn_publish(file, region, start, end, cause);
+	}
+	return posted;
+}
+
+/*
  * Runs before the pages go away, possibly where sleeping is not allowed
  * (OOM reaper): a spinlock only, no allocation, no user access.
  */
@@ -96,29 +125,14 @@ bool umn_invalidate(struct mmu_interval_notifier *notifier,
 	struct umn_file *file = umn_region_file(region);
 	unsigned int cause = umn_cause(range->event);
 	u64 start = max_t(u64, range->start, umn_region_start(region));
-	u64 end = min_t(u64, range->end, umn_region_end(region));
-	bool posted = false;
+	u64 end = min_t(u64, range->end, umn_region_end(file, region));
+	bool posted;
 
 	mmu_interval_set_seq(notifier, cur_seq);
-	trace_ummunotify_invalidate(region->cookie, start, end, cause,
-				    region->causes & BIT(cause));
-	if (!(region->causes & BIT(cause))) {
-		atomic64_inc(&file->filtered);
-		this_cpu_inc(umn_stats.filtered);
-		return true;
-	}
-
 	spin_lock(&file->lock);
-	/*
-	 * A dead watch is unregistered; after exit nobody can read: do not
-	 * fill the queue for nothing.
-	 */
-	if (!region->dead &&
-	    (!file->released || cause == UMMUNOTIFY_CAUSE_RELEASE)) {
-		posted = umn_publish(file, region, start, end, cause);
-		if (cause == UMMUNOTIFY_CAUSE_RELEASE)
-			file->released = true;
-	}
+	posted = umn_report(file, region, start, end, cause);
+	if (cause == UMMUNOTIFY_CAUSE_RELEASE)
+		file->released = true;
 	spin_unlock(&file->lock);
 
 	if (posted)
@@ -197,7 +211,7 @@ static int umn_watch_range(struct umn_file *file,
  * refuses.
  */
 static struct umn_region *umn_alloc_region(struct umn_file *file, u64 cookie,
-					   u32 causes)
+					   u32 causes, bool all)
 {
 	struct umn_queued_region *queued;
 	struct umn_region *region;
@@ -217,6 +231,7 @@ static struct umn_region *umn_alloc_region(struct umn_file *file, u64 cookie,
 	/* The end of the address space is always news. */
 	region->causes = causes | BIT(UMMUNOTIFY_CAUSE_RELEASE);
 	region->slot = UMMUNOTIFY_NO_SLOT;
+	region->all = all;
 	return region;
 }
 
@@ -232,10 +247,11 @@ static void umn_free_region(struct umn_file *file, struct umn_region *region)
 static void umn_account_pages(struct umn_file *file,
 			      struct umn_region *region, int sign)
 {
-	u64 start = umn_region_start(region), end = umn_region_end(region);
+	u64 start = umn_region_start(region);
+	u64 end = umn_region_end(file, region);
 	unsigned long pages = 0;
 
-	if (start || end != file->task_size)
+	if (!region->all)
 		pages = (PAGE_ALIGN(end) - (start & PAGE_MASK)) >> PAGE_SHIFT;
 	WRITE_ONCE(file->watched_pages, file->watched_pages + sign * pages);
 }
@@ -276,12 +292,12 @@ static void umn_free_slot(struct umn_file *file, struct umn_region *region)
  * yet.  regions_lock held.
  */
 static struct umn_region *umn_reserve(struct umn_file *file, u64 cookie,
-				      u32 causes, u64 *generation)
+				      u32 causes, bool all, u64 *generation)
 {
 	struct umn_region *region;
 	int ret;
 
-	region = umn_alloc_region(file, cookie, causes);
+	region = umn_alloc_region(file, cookie, causes, all);
 	if (!region)
 		return ERR_PTR(-ENOMEM);
 	ret = umn_charge_watch(file);
@@ -330,6 +346,8 @@ static int umn_start(struct umn_file *file, struct umn_region *region,
 {
 	int ret;
 
+	if (region->all)
+		return umn_all_start(file, region);
 	ret = mmu_interval_notifier_insert(&region->notifier, file->mm, start,
 					   end - start, &file->notifier_ops);
 	if (ret)
@@ -362,6 +380,17 @@ static void umn_unlink(struct umn_file *file, struct umn_region *region)
 }
 
 /*
+ * A started whole-address-space watch leaves its list: after that no
+ * callback, which walks it under file->lock, can see it.
+ */
+static void umn_all_remove(struct umn_file *file, struct umn_region *region)
+{
+	spin_lock(&file->lock);
+	list_del(&region->all_node);
+	spin_unlock(&file->lock);
+}
+
+/*
  * Remove an unlinked @region's notifier (@started), free its slot and
  * @region.  Without regions_lock: the removal waits for the address
  * space's running invalidations.
@@ -370,7 +399,9 @@ static void umn_destroy(struct umn_file *file, struct umn_region *region,
 			bool started)
 {
 	/* After it no callback can touch @region. */
-	if (started)
+	if (started && region->all)
+		umn_all_remove(file, region);
+	else if (started)
 		mmu_interval_notifier_remove(&region->notifier);
 	mutex_lock(&file->regions_lock);
 	umn_free_slot(file, region);
@@ -406,7 +437,10 @@ void umn_remove_all(struct umn_file *file)
 					     cookie_node) {
 		umn_uncharge_watch(file);
 		/* The owner's other threads can still be in the notifier. */
-		mmu_interval_notifier_remove(&region->notifier);
+		if (region->all)
+			umn_all_remove(file, region);
+		else
+			mmu_interval_notifier_remove(&region->notifier);
 		if (!umn_has_ring(file)) {
 			spin_lock(&file->lock);
 			list_del(&umn_queued(region)->report);
@@ -440,7 +474,7 @@ int umn_register(struct umn_file *file,
 		ret = -EINVAL;
 	region = ret ? ERR_PTR(ret) :
 		 umn_reserve(file, args.user_cookie,
-			     UMMUNOTIFY_CAUSES_DEFAULT, &generation);
+			     UMMUNOTIFY_CAUSES_DEFAULT, false, &generation);
 	mutex_unlock(&file->regions_lock);
 	if (IS_ERR(region)) {
 		ret = PTR_ERR(region);
@@ -495,6 +529,7 @@ int umn_watch(struct umn_file *file, struct ummunotify_watch __user *argp)
 	region = !umn_watching(file) ? ERR_PTR(-EINVAL) :
 		 umn_reserve(file, watch.user_cookie,
 			     watch.causes ?: UMMUNOTIFY_CAUSES_DEFAULT,
+			     watch.flags & UMMUNOTIFY_WATCH_ALL,
 			     &watch.generation);
 	mutex_unlock(&file->regions_lock);
 	if (IS_ERR(region)) {
@@ -546,7 +581,8 @@ int umn_resize(struct umn_file *file, struct ummunotify_watch __user *argp)
 	      umn_find_watch(file, watch.user_cookie);
 	new = IS_ERR(old) ? old :
 	      umn_alloc_region(file, watch.user_cookie,
-			       watch.causes ?: old->causes);
+			       watch.causes ?: old->causes,
+			       watch.flags & UMMUNOTIFY_WATCH_ALL);
 	if (!new)
 		new = ERR_PTR(-ENOMEM);
 	if (!IS_ERR(new)) {

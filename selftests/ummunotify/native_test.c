@@ -1046,6 +1046,65 @@ TEST_F(native, watch_all_changes_its_generation_on_any_munmap)
 	EXPECT_NE(w.generation, gen_of(&self->u, w.slot));
 }
 
+/* Its ring says what changed: the 2010 counter is for range watches. */
+TEST_F(native, watch_all_leaves_the_2010_counter_alone)
+{
+	struct ummunotify_watch w = { .user_cookie = 3,
+				      .flags = UMMUNOTIFY_WATCH_ALL };
+
+	ASSERT_EQ(0, uioctl(self->u.fd, UMMUNOTIFY_WATCH, &w));
+	clear_page(_metadata, self->buf);
+	EXPECT_NE(w.generation, gen_of(&self->u, w.slot));
+	EXPECT_EQ(0ULL, area_u64(&self->u, self->u.p.off.counter));
+	expect_event(_metadata, &self->u, UMMUNOTIFY_CAUSE_CLEAR, self->buf,
+		     ps, 3, w.slot);
+}
+
+/*
+ * off.in_flight counts the invalidations of the address space that have
+ * started and not ended, once the file has a whole-address-space watch:
+ * 0 when nothing changes memory, more while a thread keeps invalidating,
+ * 0 again when it stops.
+ */
+#define IN_FLIGHT_SECONDS	10
+
+TEST_F(native, watch_all_counts_the_invalidations_in_flight)
+{
+	struct ummunotify_watch w = { .user_cookie = 3,
+				      .flags = UMMUNOTIFY_WATCH_ALL };
+	size_t off = self->u.p.off.in_flight;
+	struct timespec start;
+	struct busy busy;
+	bool seen = false;
+
+	ASSERT_NE(0U, off);
+	ASSERT_EQ(0U, off % 8);
+	ASSERT_GE(self->u.p.mmap_size, off + 8);
+	ASSERT_EQ(0, uioctl(self->u.fd, UMMUNOTIFY_WATCH, &w));
+	EXPECT_EQ(0ULL, area_u64(&self->u, off));
+	busy_start(_metadata, &busy);
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	while (!seen && seconds_since(&start) < IN_FLIGHT_SECONDS)
+		seen = area_u64(&self->u, off) != 0;
+	busy_stop(_metadata, &busy);
+	EXPECT_TRUE(seen)
+		TH_LOG("in_flight stayed 0 for %d s", IN_FLIGHT_SECONDS);
+	EXPECT_EQ(0ULL, area_u64(&self->u, off));
+	/* The ring has the DONTNEEDs; none of them is still in flight. */
+	EXPECT_LT(0ULL, ring_tail(&self->u));
+}
+
+/* A file without one keeps no count: nothing to pay for. */
+TEST_F(native, in_flight_stays_zero_without_a_watch_all)
+{
+	char *p = map_guarded(_metadata, 1);
+
+	watch_range(_metadata, self->u.fd, p, ps, 1, 0);
+	clear_page(_metadata, p);
+	ASSERT_EQ(0, munmap(p, ps));
+	EXPECT_EQ(0ULL, area_u64(&self->u, self->u.p.off.in_flight));
+}
+
 TEST_F(native, resize_keeps_the_slot_and_returns_the_generation_unchanged)
 {
 	struct ummunotify_watch w, r;

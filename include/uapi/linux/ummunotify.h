@@ -112,7 +112,11 @@ struct ummunotify_params {
 		__u32	events;		/* struct ummunotify_ring_event[] */
 		__u32	generations;	/* __u64[slots] */
 		__u32	head;		/* __u64 in the consumer page */
-		__u32	reserved;
+		/*
+		 * __u64: invalidations started and not ended, while the
+		 * file has a WATCH_ALL watch; 0: not provided.
+		 */
+		__u32	in_flight;
 	} off;
 	__u64	reserved2[4];	/* must be 0 */
 };
