@@ -122,6 +122,7 @@ static long umn_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 	case UMMUNOTIFY_WATCH:
 	case UMMUNOTIFY_RESIZE:
 	case UMMUNOTIFY_SETUP:
+	case UMMUNOTIFY_WATCHV:
 		break;
 	default:
 		return -ENOTTY;
@@ -140,6 +141,8 @@ static long umn_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 		return umn_watch(file, argp);
 	case UMMUNOTIFY_RESIZE:
 		return umn_resize(file, argp);
+	case UMMUNOTIFY_WATCHV:
+		return umn_watchv(file, argp);
 	default:
 		return umn_setup(file, argp);
 	}

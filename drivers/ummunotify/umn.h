@@ -56,6 +56,7 @@
 #define UMN_DEFAULT_SLOTS	4096U
 #define UMN_DEFAULT_RING	4096U
 #define UMN_MAX_RING		BIT(20)
+#define UMN_WATCHV_MAX		UMMUNOTIFY_WATCHV_MAX
 
 /* Layout of the first page: the counter stays at 0 for the 2010 ABI. */
 #define UMN_OFF_COUNTER		0
@@ -314,6 +315,7 @@ bool umn_invalidate(struct mmu_interval_notifier *notifier,
 int umn_register(struct umn_file *file,
 		 struct ummunotify_register_ioctl __user *argp);
 int umn_watch(struct umn_file *file, struct ummunotify_watch __user *argp);
+int umn_watchv(struct umn_file *file, struct ummunotify_watchv __user *argp);
 int umn_resize(struct umn_file *file, struct ummunotify_watch __user *argp);
 int umn_unregister(struct umn_file *file, u64 __user *argp);
 void umn_remove_all(struct umn_file *file);

@@ -512,35 +512,53 @@ static int umn_get_watch(struct umn_file *file,
 	return copy_to_user(argp, watch, sizeof(*watch)) ? -EFAULT : 0;
 }
 
+/*
+ * Make a watch of [@start, @end) as @watch asks, its slot and generation
+ * written back there.  It stays pending (see umn_finish()) until the
+ * caller has handed the result back.
+ */
+static struct umn_region *umn_make(struct umn_file *file,
+				   struct ummunotify_watch *watch,
+				   u64 start, u64 end)
+{
+	struct umn_region *region;
+	int ret;
+
+	mutex_lock(&file->regions_lock);
+	region = !umn_watching(file) ? ERR_PTR(-EINVAL) :
+		 umn_reserve(file, watch->user_cookie,
+			     watch->causes ?: UMMUNOTIFY_CAUSES_DEFAULT,
+			     watch->flags & UMMUNOTIFY_WATCH_ALL,
+			     &watch->generation);
+	mutex_unlock(&file->regions_lock);
+	if (IS_ERR(region))
+		return region;
+	watch->slot = region->slot;
+	ret = umn_start(file, region, start, end);
+	if (ret) {
+		umn_finish(file, region, ret, false);
+		return ERR_PTR(ret);
+	}
+	return region;
+}
+
 int umn_watch(struct umn_file *file, struct ummunotify_watch __user *argp)
 {
 	struct ummunotify_watch watch;
 	struct umn_region *region;
 	u64 start, end;
-	bool started;
 	int ret;
 
 	ret = umn_get_watch(file, argp, &watch, &start, &end);
 	if (ret)
 		return ret;
 	watch.slot = UMMUNOTIFY_NO_SLOT;
-
-	mutex_lock(&file->regions_lock);
-	region = !umn_watching(file) ? ERR_PTR(-EINVAL) :
-		 umn_reserve(file, watch.user_cookie,
-			     watch.causes ?: UMMUNOTIFY_CAUSES_DEFAULT,
-			     watch.flags & UMMUNOTIFY_WATCH_ALL,
-			     &watch.generation);
-	mutex_unlock(&file->regions_lock);
-	if (IS_ERR(region)) {
-		ret = PTR_ERR(region);
-	} else {
-		watch.slot = region->slot;
-		ret = umn_start(file, region, start, end);
-		started = !ret;
-		if (!ret && copy_to_user(argp, &watch, sizeof(watch)))
+	region = umn_make(file, &watch, start, end);
+	ret = PTR_ERR_OR_ZERO(region);
+	if (!ret) {
+		if (copy_to_user(argp, &watch, sizeof(watch)))
 			ret = -EFAULT;
-		umn_finish(file, region, ret, started);
+		umn_finish(file, region, ret, true);
 	}
 	trace_ummunotify_register(watch.user_cookie, start, end, watch.slot,
 				  ret);
@@ -644,5 +662,151 @@ int umn_unregister(struct umn_file *file, u64 __user *argp)
 	if (!ret)
 		umn_destroy(file, region, true);
 	trace_ummunotify_unregister(cookie, ret);
+	return ret;
+}
+
+/*
+ * Unregister the watches of @cookies, all or none: an unknown cookie
+ * (EINVAL), one given twice (EINVAL) or one whose WATCH or RESIZE runs
+ * (EBUSY) changes nothing.
+ */
+static int umn_unwatch_all(struct umn_file *file, const u64 *cookies, u32 n,
+			   struct umn_region **regions)
+{
+	int ret = 0;
+	u32 i, j;
+
+	mutex_lock(&file->regions_lock);
+	for (i = 0; i < n; i++) {
+		regions[i] = umn_find_watch(file, cookies[i]);
+		if (IS_ERR(regions[i])) {
+			ret = PTR_ERR(regions[i]);
+			/* Pending because an earlier cookie was the same. */
+			for (j = 0; ret == -EBUSY && j < i; j++)
+				if (cookies[j] == cookies[i])
+					ret = -EINVAL;
+			break;
+		}
+		/* Ours now: a second cookie the same finds it busy. */
+		regions[i]->pending = true;
+	}
+	for (j = 0; j < i; j++) {
+		regions[j]->pending = false;
+		if (!ret)
+			umn_unlink(file, regions[j]);
+	}
+	mutex_unlock(&file->regions_lock);
+	for (j = 0; !ret && j < n; j++) {
+		trace_ummunotify_unregister(cookies[j], 0);
+		umn_destroy(file, regions[j], true);
+	}
+	return ret;
+}
+
+/* The arrays of a UMMUNOTIFY_WATCHV, copied in, and the watches' ranges. */
+struct umn_batch {
+	u64 *cookies;
+	struct ummunotify_watch *watches;
+	struct umn_range {
+		u64 start, end;
+	} *ranges;
+	struct umn_region **regions;
+};
+
+static void umn_batch_free(struct umn_batch *batch)
+{
+	kvfree(batch->cookies);
+	kvfree(batch->watches);
+	kvfree(batch->ranges);
+	kvfree(batch->regions);
+}
+
+/*
+ * Copy in what @v points at, and fail on anything wrong now, before
+ * anything changes: the watches' arguments are checked, and what the
+ * results go to must be writable.
+ */
+static int umn_batch_get(struct umn_file *file,
+			 struct ummunotify_watchv __user *argp,
+			 const struct ummunotify_watchv *v,
+			 struct umn_batch *batch)
+{
+	void __user *watches = u64_to_user_ptr(v->watch);
+	size_t size = (size_t)v->nr_watch * sizeof(*batch->watches);
+	u32 n = max(v->nr_unwatch, v->nr_watch), i;
+	int ret;
+
+	if (v->flags || v->done || v->nr_unwatch > UMN_WATCHV_MAX ||
+	    v->nr_watch > UMN_WATCHV_MAX)
+		return -EINVAL;
+	batch->cookies = kvmalloc_array(v->nr_unwatch, sizeof(u64),
+					GFP_KERNEL_ACCOUNT);
+	batch->watches = kvmalloc(size, GFP_KERNEL_ACCOUNT);
+	batch->ranges = kvmalloc_array(v->nr_watch, sizeof(*batch->ranges),
+				       GFP_KERNEL_ACCOUNT);
+	batch->regions = kvmalloc_array(n, sizeof(*batch->regions),
+					GFP_KERNEL_ACCOUNT);
+	if (!batch->cookies || !batch->watches || !batch->ranges ||
+	    !batch->regions)
+		return -ENOMEM;
+	if (copy_to_user(argp, v, sizeof(*v)) ||
+	    copy_from_user(batch->cookies, u64_to_user_ptr(v->unwatch),
+			   (size_t)v->nr_unwatch * sizeof(u64)) ||
+	    copy_from_user(batch->watches, watches, size) ||
+	    copy_to_user(watches, batch->watches, size))
+		return -EFAULT;
+	for (i = 0; i < v->nr_watch; i++) {
+		ret = umn_watch_range(file, &batch->watches[i],
+				      &batch->ranges[i].start,
+				      &batch->ranges[i].end);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/*
+ * UMMUNOTIFY_WATCHV: the unwatches, then the watches, in one call.  The
+ * first watch that fails stops the rest: done says how many were made,
+ * and the call returns that watch's error.
+ */
+int umn_watchv(struct umn_file *file, struct ummunotify_watchv __user *argp)
+{
+	struct umn_batch batch = {};
+	struct ummunotify_watchv v;
+	struct ummunotify_watch *w;
+	bool faulted = false;
+	u32 i, made = 0;
+	int ret;
+
+	if (copy_from_user(&v, argp, sizeof(v)))
+		return -EFAULT;
+	ret = umn_batch_get(file, argp, &v, &batch);
+	if (!ret && v.nr_unwatch)
+		ret = umn_unwatch_all(file, batch.cookies, v.nr_unwatch,
+				      batch.regions);
+	for (i = 0; !ret && i < v.nr_watch; i++) {
+		w = &batch.watches[i];
+		w->slot = UMMUNOTIFY_NO_SLOT;
+		batch.regions[i] = umn_make(file, w, batch.ranges[i].start,
+					    batch.ranges[i].end);
+		ret = PTR_ERR_OR_ZERO(batch.regions[i]);
+		made += !ret;
+		trace_ummunotify_register(w->user_cookie, batch.ranges[i].start,
+					  batch.ranges[i].end, w->slot, ret);
+	}
+	/* Hand the results back; should that fault, no watch stays. */
+	if (made && copy_to_user(u64_to_user_ptr(v.watch), batch.watches,
+				 (size_t)made * sizeof(*batch.watches)))
+		faulted = true;
+	for (i = 0; i < made; i++)
+		umn_finish(file, batch.regions[i], faulted ? -EFAULT : 0, true);
+	if (faulted) {
+		made = 0;
+		ret = -EFAULT;
+	}
+	if (put_user(made, &argp->done))
+		ret = -EFAULT;
+	umn_batch_free(&batch);
 	return ret;
 }

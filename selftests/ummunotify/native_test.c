@@ -1105,6 +1105,105 @@ TEST_F(native, in_flight_stays_zero_without_a_watch_all)
 	EXPECT_EQ(0ULL, area_u64(&self->u, self->u.p.off.in_flight));
 }
 
+/* UMMUNOTIFY_WATCHV: unwatches, then watches, in one call. */
+static int watchv(int fd, __u64 *cookies, __u32 nr_unwatch,
+		  struct ummunotify_watch *w, __u32 nr_watch, __u32 *done)
+{
+	struct ummunotify_watchv v = {
+		.unwatch = (uintptr_t)cookies,
+		.watch = (uintptr_t)w,
+		.nr_unwatch = nr_unwatch,
+		.nr_watch = nr_watch,
+	};
+	int ret = uioctl(fd, UMMUNOTIFY_WATCHV, &v);
+
+	*done = v.done;
+	return ret;
+}
+
+TEST_F(native, watchv_unwatches_then_watches_in_one_call)
+{
+	struct ummunotify_watch old[3], w[2];
+	__u64 gone[] = { 1, 2 };
+	__u32 done;
+
+	for (int i = 0; i < 3; i++)
+		old[i] = watch_range(_metadata, self->u.fd, self->buf + i * ps,
+				     ps, i + 1, 0);
+	/* Cookie 1 again, for another page: unwatched first. */
+	w[0] = watch_arg(self->buf + 3 * ps, ps, 1, 0);
+	w[1] = watch_arg(self->buf + 4 * ps, ps, 5, 0);
+	ASSERT_EQ(0, watchv(self->u.fd, gone, 2, w, 2, &done));
+	EXPECT_EQ(2U, done);
+	EXPECT_EQ(3, fdinfo(self->u.fd, "regions"));
+	for (int i = 0; i < 2; i++) {
+		EXPECT_NE(0ULL, w[i].generation);
+		EXPECT_EQ(w[i].generation, gen_of(&self->u, w[i].slot));
+	}
+	EXPECT_EQ(old[2].generation, gen_of(&self->u, old[2].slot));
+	/* The old page of cookie 1 is not watched, its new one is. */
+	clear_page(_metadata, self->buf);
+	EXPECT_EQ(w[0].generation, gen_of(&self->u, w[0].slot));
+	clear_page(_metadata, self->buf + 3 * ps);
+	EXPECT_NE(w[0].generation, gen_of(&self->u, w[0].slot));
+	expect_event(_metadata, &self->u, UMMUNOTIFY_CAUSE_CLEAR,
+		     self->buf + 3 * ps, ps, 1, w[0].slot);
+	EXPECT_TRUE(ring_empty(&self->u));
+}
+
+TEST_F(native, watchv_changes_nothing_on_a_bad_argument)
+{
+	struct ummunotify_watch w[2], *ro;
+	struct ummunotify_watchv v = { 0 };
+	__u64 cookies[2] = { 1, 1 };
+	__u32 done;
+
+	watch_range(_metadata, self->u.fd, self->buf, ps, 1, 0);
+	w[0] = watch_arg(self->buf + ps, ps, 7, 0);
+	w[1] = watch_arg(self->buf + 2 * ps, 0, 8, 0);	/* empty range */
+	/* A bad watch: the unwatch is not done either. */
+	EXPECT_EQ(-EINVAL, watchv(self->u.fd, cookies, 1, w, 2, &done));
+	EXPECT_EQ(0U, done);
+	/* A cookie twice, or unknown. */
+	EXPECT_EQ(-EINVAL, watchv(self->u.fd, cookies, 2, w, 1, &done));
+	cookies[1] = 99;
+	EXPECT_EQ(-EINVAL, watchv(self->u.fd, cookies, 2, w, 1, &done));
+	EXPECT_EQ(1, fdinfo(self->u.fd, "regions"));
+	/* Sizes and flags. */
+	v.nr_watch = UMMUNOTIFY_WATCHV_MAX + 1;
+	EXPECT_EQ(-EINVAL, uioctl(self->u.fd, UMMUNOTIFY_WATCHV, &v));
+	v = (struct ummunotify_watchv){ .flags = 1 };
+	EXPECT_EQ(-EINVAL, uioctl(self->u.fd, UMMUNOTIFY_WATCHV, &v));
+	v = (struct ummunotify_watchv){ .done = 1 };
+	EXPECT_EQ(-EINVAL, uioctl(self->u.fd, UMMUNOTIFY_WATCHV, &v));
+	/* Results that cannot be written back, and bad pointers. */
+	ro = read_only_copy(_metadata, w, sizeof(w[0]));
+	EXPECT_EQ(-EFAULT, watchv(self->u.fd, cookies, 1, ro, 1, &done));
+	v = (struct ummunotify_watchv){ .watch = 8, .nr_watch = 1 };
+	EXPECT_EQ(-EFAULT, uioctl(self->u.fd, UMMUNOTIFY_WATCHV, &v));
+	v = (struct ummunotify_watchv){ .unwatch = 8, .nr_unwatch = 1 };
+	EXPECT_EQ(-EFAULT, uioctl(self->u.fd, UMMUNOTIFY_WATCHV, &v));
+	EXPECT_EQ(-EFAULT, uioctl(self->u.fd, UMMUNOTIFY_WATCHV, (void *)8));
+	EXPECT_EQ(1, fdinfo(self->u.fd, "regions"));
+}
+
+TEST_F(native, watchv_stops_at_the_first_watch_that_fails)
+{
+	struct ummunotify_watch w[3];
+	__u32 done;
+
+	watch_range(_metadata, self->u.fd, self->buf, ps, 1, 0);
+	w[0] = watch_arg(self->buf + ps, ps, 2, 0);
+	w[1] = watch_arg(self->buf + 2 * ps, ps, 1, 0);	/* cookie in use */
+	w[2] = watch_arg(self->buf + 3 * ps, ps, 3, 0);
+	EXPECT_EQ(-EINVAL, watchv(self->u.fd, NULL, 0, w, 3, &done));
+	EXPECT_EQ(1U, done);
+	EXPECT_EQ(2, fdinfo(self->u.fd, "regions"));
+	EXPECT_EQ(w[0].generation, gen_of(&self->u, w[0].slot));
+	EXPECT_EQ(0, unwatch(self->u.fd, 2));
+	EXPECT_EQ(-EINVAL, unwatch(self->u.fd, 3));
+}
+
 TEST_F(native, resize_keeps_the_slot_and_returns_the_generation_unchanged)
 {
 	struct ummunotify_watch w, r;

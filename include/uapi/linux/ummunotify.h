@@ -135,8 +135,26 @@ struct ummunotify_ring_event {
 
 #define UMMUNOTIFY_NO_SLOT		0xffffffffU
 
+/*
+ * UMMUNOTIFY_WATCHV: unregister nr_unwatch watches by cookie, then make
+ * nr_watch watches, in one call.  Nothing changes unless every argument
+ * is good; the first watch that cannot be made stops the rest, and done
+ * says how many were.
+ */
+struct ummunotify_watchv {
+	__u64	unwatch;	/* in: __u64 cookies[nr_unwatch] */
+	__u64	watch;		/* in/out: struct ummunotify_watch[nr_watch] */
+	__u32	nr_unwatch;	/* in: at most UMMUNOTIFY_WATCHV_MAX */
+	__u32	nr_watch;	/* in: at most UMMUNOTIFY_WATCHV_MAX */
+	__u32	done;		/* out: watches made; in: 0 */
+	__u32	flags;		/* must be 0 */
+};
+
+#define UMMUNOTIFY_WATCHV_MAX		1024
+
 #define UMMUNOTIFY_WATCH	_IOWR(UMMUNOTIFY_MAGIC, 4, struct ummunotify_watch)
 #define UMMUNOTIFY_RESIZE	_IOWR(UMMUNOTIFY_MAGIC, 5, struct ummunotify_watch)
 #define UMMUNOTIFY_SETUP	_IOWR(UMMUNOTIFY_MAGIC, 6, struct ummunotify_params)
+#define UMMUNOTIFY_WATCHV	_IOWR(UMMUNOTIFY_MAGIC, 7, struct ummunotify_watchv)
 
 #endif /* _UAPI_LINUX_UMMUNOTIFY_H */
