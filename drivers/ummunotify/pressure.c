@@ -66,7 +66,7 @@ struct umn_pressure_walk {
  */
 static unsigned long umn_pressure_pages(struct umn_file *file)
 {
-	return min(READ_ONCE(file->watched_pages),
+	return min_t(unsigned long, atomic_long_read(&file->watched_pages),
 		   get_mm_rss(file->mm) /
 		   max(READ_ONCE(file->pressure_mm->files), 1U));
 }

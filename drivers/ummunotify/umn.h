@@ -145,7 +145,7 @@ struct umn_file {
 	struct rb_root cookies;
 	u32 slot_hint;
 	unsigned int nr_regions;
-	unsigned long watched_pages;
+	atomic_long_t watched_pages;
 	u32 features;
 	bool set_up;
 	bool used;
@@ -200,7 +200,8 @@ struct umn_file {
  * @slot:	generation slot, or UMMUNOTIFY_NO_SLOT
  * @causes:	BIT(UMMUNOTIFY_CAUSE_*) to publish
  * @pending:	a WATCH or RESIZE of it has not returned yet: no other
- *		ioctl may change it; under regions_lock
+ *		ioctl may change it; set under regions_lock, cleared by
+ *		umn_finish() without it
  * @dead:	unregistered, its notifier not removed yet: it publishes
  *		nothing more; under &umn_file.lock
  * @all:	a whole-address-space watch

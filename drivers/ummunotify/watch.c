@@ -253,29 +253,33 @@ static void umn_account_pages(struct umn_file *file,
 
 	if (!region->all)
 		pages = (PAGE_ALIGN(end) - (start & PAGE_MASK)) >> PAGE_SHIFT;
-	WRITE_ONCE(file->watched_pages, file->watched_pages + sign * pages);
+	atomic_long_add(sign * pages, &file->watched_pages);
 }
 
-/* regions_lock held.  The hint makes the usual search one word long. */
+/*
+ * regions_lock held.  The hint makes the usual search one word long.
+ * Slots are freed without the lock (umn_free_slot()): the bit operations
+ * are atomic, and a slot freed during the search is found next time.
+ */
 static int umn_alloc_slot(struct umn_file *file)
 {
 	unsigned long *map = file->area.slot_map;
-	unsigned long slot;
+	unsigned long slot = file->slot_hint;
 
-	slot = find_next_zero_bit(map, file->nr_slots, file->slot_hint);
-	if (slot >= file->nr_slots)
-		slot = find_first_zero_bit(map, file->nr_slots);
-	if (slot >= file->nr_slots)
-		return -ENOSPC;
-	__set_bit(slot, map);
+	do {
+		slot = find_next_zero_bit(map, file->nr_slots, slot);
+		if (slot >= file->nr_slots)
+			slot = find_first_zero_bit(map, file->nr_slots);
+		if (slot >= file->nr_slots)
+			return -ENOSPC;
+	} while (test_and_set_bit(slot, map));
 	file->slot_hint = slot + 1;
 	return slot;
 }
 
 /*
  * The slot reads 0, never a valid generation, until it is reused.
- * regions_lock held, and @region's notifier removed: it cannot write the
- * word again.
+ * @region's notifier is removed: it cannot write the word again.
  */
 static void umn_free_slot(struct umn_file *file, struct umn_region *region)
 {
@@ -283,7 +287,9 @@ static void umn_free_slot(struct umn_file *file, struct umn_region *region)
 		return;
 	/* Pairs with the cache's acquire load of the word. */
 	smp_store_release(&file->generations[region->slot], 0);
-	__clear_bit(region->slot, file->area.slot_map);
+	/* The 0 before the slot's next generation (test_and_set_bit()). */
+	smp_mb__before_atomic();
+	clear_bit(region->slot, file->area.slot_map);
 }
 
 /*
@@ -403,9 +409,7 @@ static void umn_destroy(struct umn_file *file, struct umn_region *region,
 		umn_all_remove(file, region);
 	else if (started)
 		mmu_interval_notifier_remove(&region->notifier);
-	mutex_lock(&file->regions_lock);
 	umn_free_slot(file, region);
-	mutex_unlock(&file->regions_lock);
 	umn_free_region(file, region);
 }
 
@@ -416,16 +420,19 @@ static void umn_destroy(struct umn_file *file, struct umn_region *region,
 static void umn_finish(struct umn_file *file, struct umn_region *region,
 		       int ret, bool started)
 {
-	mutex_lock(&file->regions_lock);
 	if (!ret) {
-		region->pending = false;
 		umn_account_pages(file, region, 1);
-	} else {
-		umn_unlink(file, region);
+		/*
+		 * Without regions_lock, which UNREGISTER takes to read it:
+		 * once it reads false, the pages are counted.
+		 */
+		smp_store_release(&region->pending, false);
+		return;
 	}
+	mutex_lock(&file->regions_lock);
+	umn_unlink(file, region);
 	mutex_unlock(&file->regions_lock);
-	if (ret)
-		umn_destroy(file, region, started);
+	umn_destroy(file, region, started);
 }
 
 /* The file is going: nothing else can use it. */
@@ -494,22 +501,14 @@ static bool umn_watching(struct umn_file *file)
 	return file->set_up && file->features & UMMUNOTIFY_FEATURE_WATCH;
 }
 
-/*
- * Read and check a WATCH or RESIZE argument, and fail on an unwritable
- * one now, before anything changes.
- */
+/* Read and check a WATCH or RESIZE argument. */
 static int umn_get_watch(struct umn_file *file,
 			 struct ummunotify_watch __user *argp,
 			 struct ummunotify_watch *watch, u64 *start, u64 *end)
 {
-	int ret;
-
 	if (copy_from_user(watch, argp, sizeof(*watch)))
 		return -EFAULT;
-	ret = umn_watch_range(file, watch, start, end);
-	if (ret)
-		return ret;
-	return copy_to_user(argp, watch, sizeof(*watch)) ? -EFAULT : 0;
+	return umn_watch_range(file, watch, start, end);
 }
 
 /*
@@ -575,7 +574,8 @@ static struct umn_region *umn_find_watch(struct umn_file *file, u64 cookie)
 
 	if (!region)
 		return ERR_PTR(-EINVAL);
-	return region->pending ? ERR_PTR(-EBUSY) : region;
+	/* Pairs with umn_finish(). */
+	return smp_load_acquire(&region->pending) ? ERR_PTR(-EBUSY) : region;
 }
 
 /*
@@ -593,6 +593,9 @@ int umn_resize(struct umn_file *file, struct ummunotify_watch __user *argp)
 	ret = umn_get_watch(file, argp, &watch, &start, &end);
 	if (ret)
 		return ret;
+	/* The result goes back after the change: fail on it now. */
+	if (copy_to_user(argp, &watch, sizeof(watch)))
+		return -EFAULT;
 
 	mutex_lock(&file->regions_lock);
 	old = !umn_watching(file) ? ERR_PTR(-EINVAL) :
@@ -703,6 +706,9 @@ static int umn_unwatch_all(struct umn_file *file, const u64 *cookies, u32 n,
 	return ret;
 }
 
+/* Small batches, the usual ones, need no allocation. */
+#define UMN_BATCH_INLINE	4
+
 /* The arrays of a UMMUNOTIFY_WATCHV, copied in, and the watches' ranges. */
 struct umn_batch {
 	u64 *cookies;
@@ -711,14 +717,32 @@ struct umn_batch {
 		u64 start, end;
 	} *ranges;
 	struct umn_region **regions;
+
+	u64 cookies_inline[UMN_BATCH_INLINE];
+	struct ummunotify_watch watches_inline[UMN_BATCH_INLINE];
+	struct umn_range ranges_inline[UMN_BATCH_INLINE];
+	struct umn_region *regions_inline[UMN_BATCH_INLINE];
 };
+
+static void *umn_batch_array(void *inline_array, u32 n, size_t size)
+{
+	if (n <= UMN_BATCH_INLINE)
+		return inline_array;
+	return kvmalloc_array(n, size, GFP_KERNEL_ACCOUNT);
+}
+
+static void umn_batch_put(void *array, void *inline_array)
+{
+	if (array != inline_array)
+		kvfree(array);
+}
 
 static void umn_batch_free(struct umn_batch *batch)
 {
-	kvfree(batch->cookies);
-	kvfree(batch->watches);
-	kvfree(batch->ranges);
-	kvfree(batch->regions);
+	umn_batch_put(batch->cookies, batch->cookies_inline);
+	umn_batch_put(batch->watches, batch->watches_inline);
+	umn_batch_put(batch->ranges, batch->ranges_inline);
+	umn_batch_put(batch->regions, batch->regions_inline);
 }
 
 /*
@@ -739,13 +763,14 @@ static int umn_batch_get(struct umn_file *file,
 	if (v->flags || v->done || v->nr_unwatch > UMN_WATCHV_MAX ||
 	    v->nr_watch > UMN_WATCHV_MAX)
 		return -EINVAL;
-	batch->cookies = kvmalloc_array(v->nr_unwatch, sizeof(u64),
-					GFP_KERNEL_ACCOUNT);
-	batch->watches = kvmalloc(size, GFP_KERNEL_ACCOUNT);
-	batch->ranges = kvmalloc_array(v->nr_watch, sizeof(*batch->ranges),
-				       GFP_KERNEL_ACCOUNT);
-	batch->regions = kvmalloc_array(n, sizeof(*batch->regions),
-					GFP_KERNEL_ACCOUNT);
+	batch->cookies = umn_batch_array(batch->cookies_inline, v->nr_unwatch,
+					 sizeof(u64));
+	batch->watches = umn_batch_array(batch->watches_inline, v->nr_watch,
+					 sizeof(*batch->watches));
+	batch->ranges = umn_batch_array(batch->ranges_inline, v->nr_watch,
+					sizeof(*batch->ranges));
+	batch->regions = umn_batch_array(batch->regions_inline, n,
+					 sizeof(*batch->regions));
 	if (!batch->cookies || !batch->watches || !batch->ranges ||
 	    !batch->regions)
 		return -ENOMEM;
