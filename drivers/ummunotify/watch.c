@@ -555,7 +555,10 @@ int umn_watch(struct umn_file *file, struct ummunotify_watch __user *argp)
 	region = umn_make(file, &watch, start, end);
 	ret = PTR_ERR_OR_ZERO(region);
 	if (!ret) {
-		if (copy_to_user(argp, &watch, sizeof(watch)))
+		/* Only what WATCH filled in goes back. */
+		if (copy_to_user(&argp->generation, &watch.generation,
+				 offsetofend(struct ummunotify_watch, slot) -
+				 offsetof(struct ummunotify_watch, generation)))
 			ret = -EFAULT;
 		umn_finish(file, region, ret, true);
 	}
@@ -706,10 +709,12 @@ static int umn_unwatch_all(struct umn_file *file, const u64 *cookies, u32 n,
 	return ret;
 }
 
-/* Small batches, the usual ones, need no allocation. */
-#define UMN_BATCH_INLINE	4
-
-/* The arrays of a UMMUNOTIFY_WATCHV, copied in, and the watches' ranges. */
+/*
+ * The arrays of a UMMUNOTIFY_WATCHV, copied in, and the watches' ranges:
+ * one allocation, none for a small batch (a watch and a few unwatches).
+ * The stack buffer is small because the kernel zeroes a frame on entry
+ * (INIT_STACK_ALL_ZERO).
+ */
 struct umn_batch {
 	u64 *cookies;
 	struct ummunotify_watch *watches;
@@ -717,38 +722,40 @@ struct umn_batch {
 		u64 start, end;
 	} *ranges;
 	struct umn_region **regions;
-
-	u64 cookies_inline[UMN_BATCH_INLINE];
-	struct ummunotify_watch watches_inline[UMN_BATCH_INLINE];
-	struct umn_range ranges_inline[UMN_BATCH_INLINE];
-	struct umn_region *regions_inline[UMN_BATCH_INLINE];
+	void *allocated;
+	u64 small[16];
 };
 
-static void *umn_batch_array(void *inline_array, u32 n, size_t size)
+static int umn_batch_alloc(struct umn_batch *batch, u32 nr_unwatch,
+			   u32 nr_watch)
 {
-	if (n <= UMN_BATCH_INLINE)
-		return inline_array;
-	return kvmalloc_array(n, size, GFP_KERNEL_ACCOUNT);
-}
+	u32 n = max(nr_unwatch, nr_watch);
+	size_t size = (size_t)nr_unwatch * sizeof(*batch->cookies) +
+		      (size_t)nr_watch * (sizeof(*batch->watches) +
+					  sizeof(*batch->ranges)) +
+		      (size_t)n * sizeof(*batch->regions);
+	void *mem = batch->small;
 
-static void umn_batch_put(void *array, void *inline_array)
-{
-	if (array != inline_array)
-		kvfree(array);
-}
-
-static void umn_batch_free(struct umn_batch *batch)
-{
-	umn_batch_put(batch->cookies, batch->cookies_inline);
-	umn_batch_put(batch->watches, batch->watches_inline);
-	umn_batch_put(batch->ranges, batch->ranges_inline);
-	umn_batch_put(batch->regions, batch->regions_inline);
+	/* Every element a multiple of 8 bytes: each array stays aligned. */
+	BUILD_BUG_ON(sizeof(*batch->watches) % 8 || sizeof(*batch->ranges) % 8);
+	batch->allocated = NULL;
+	if (size > sizeof(batch->small)) {
+		mem = kvmalloc(size, GFP_KERNEL_ACCOUNT);
+		if (!mem)
+			return -ENOMEM;
+		batch->allocated = mem;
+	}
+	batch->cookies = mem;
+	batch->watches = (void *)(batch->cookies + nr_unwatch);
+	batch->ranges = (void *)(batch->watches + nr_watch);
+	batch->regions = (void *)(batch->ranges + nr_watch);
+	return 0;
 }
 
 /*
- * Copy in what @v points at, and fail on anything wrong now, before
- * anything changes: the watches' arguments are checked, and what the
- * results go to must be writable.
+ * Copy in what @v (its counts checked) points at, and fail on anything
+ * wrong now, before anything changes: the watches' arguments are
+ * checked, and where the results go is tried.
  */
 static int umn_batch_get(struct umn_file *file,
 			 struct ummunotify_watchv __user *argp,
@@ -757,28 +764,21 @@ static int umn_batch_get(struct umn_file *file,
 {
 	void __user *watches = u64_to_user_ptr(v->watch);
 	size_t size = (size_t)v->nr_watch * sizeof(*batch->watches);
-	u32 n = max(v->nr_unwatch, v->nr_watch), i;
+	u32 i;
 	int ret;
 
-	if (v->flags || v->done || v->nr_unwatch > UMN_WATCHV_MAX ||
-	    v->nr_watch > UMN_WATCHV_MAX)
-		return -EINVAL;
-	batch->cookies = umn_batch_array(batch->cookies_inline, v->nr_unwatch,
-					 sizeof(u64));
-	batch->watches = umn_batch_array(batch->watches_inline, v->nr_watch,
-					 sizeof(*batch->watches));
-	batch->ranges = umn_batch_array(batch->ranges_inline, v->nr_watch,
-					sizeof(*batch->ranges));
-	batch->regions = umn_batch_array(batch->regions_inline, n,
-					 sizeof(*batch->regions));
-	if (!batch->cookies || !batch->watches || !batch->ranges ||
-	    !batch->regions)
-		return -ENOMEM;
-	if (copy_to_user(argp, v, sizeof(*v)) ||
+	ret = umn_batch_alloc(batch, v->nr_unwatch, v->nr_watch);
+	if (ret)
+		return ret;
+	/*
+	 * Results that cannot be written undo the watches, not the
+	 * unwatches: with unwatches, the results must be writable now.
+	 */
+	if (put_user(0, &argp->done) ||
 	    copy_from_user(batch->cookies, u64_to_user_ptr(v->unwatch),
 			   (size_t)v->nr_unwatch * sizeof(u64)) ||
 	    copy_from_user(batch->watches, watches, size) ||
-	    copy_to_user(watches, batch->watches, size))
+	    (v->nr_unwatch && copy_to_user(watches, batch->watches, size)))
 		return -EFAULT;
 	for (i = 0; i < v->nr_watch; i++) {
 		ret = umn_watch_range(file, &batch->watches[i],
@@ -797,7 +797,7 @@ static int umn_batch_get(struct umn_file *file,
  */
 int umn_watchv(struct umn_file *file, struct ummunotify_watchv __user *argp)
 {
-	struct umn_batch batch = {};
+	struct umn_batch batch;
 	struct ummunotify_watchv v;
 	struct ummunotify_watch *w;
 	bool faulted = false;
@@ -806,6 +806,9 @@ int umn_watchv(struct umn_file *file, struct ummunotify_watchv __user *argp)
 
 	if (copy_from_user(&v, argp, sizeof(v)))
 		return -EFAULT;
+	if (v.flags || v.done || v.nr_unwatch > UMN_WATCHV_MAX ||
+	    v.nr_watch > UMN_WATCHV_MAX)
+		return -EINVAL;
 	ret = umn_batch_get(file, argp, &v, &batch);
 	if (!ret && v.nr_unwatch)
 		ret = umn_unwatch_all(file, batch.cookies, v.nr_unwatch,
@@ -832,6 +835,6 @@ int umn_watchv(struct umn_file *file, struct ummunotify_watchv __user *argp)
 	}
 	if (put_user(made, &argp->done))
 		ret = -EFAULT;
-	umn_batch_free(&batch);
+	kvfree(batch.allocated);
 	return ret;
 }
