@@ -17,6 +17,7 @@
 
 #include <linux/fs.h>
 #include <linux/miscdevice.h>
+#include <linux/mmu_notifier.h>
 #include <linux/module.h>
 #include <linux/poll.h>
 #include <linux/sched/mm.h>
@@ -472,6 +473,8 @@ static void __exit umn_exit(void)
 	misc_deregister(&umn_misc);
 	/* The last teardown may still be returning from module_put(). */
 	destroy_workqueue(umn_release_wq);
+	/* The last WATCH_ALL notifiers are freed after SRCU: not our code. */
+	mmu_notifier_synchronize();
 	umn_pressure_exit();
 	kmem_cache_destroy(umn_file_cache);
 	kmem_cache_destroy(umn_queued_cache);

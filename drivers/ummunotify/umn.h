@@ -5,7 +5,8 @@
  *   device.c	the misc device: open, release, ioctl, poll, fasync,
  *		fdinfo, sysfs, module init
  *   watch.c	watches, their cookies and slots, the interval notifier
- *   watch_all.c whole-address-space watches, on an mmu_notifier
+ *   watch_all.c whole-address-space watches, on the address space's
+ *		mmu_notifier
  *   ring.c	the shared area (SETUP, mmap) and the event ring, read()
  *   legacy.c	the 2010 ABI's queue of reports, read()
  *   pressure.c	memory-pressure advisories from a shrinker
@@ -21,9 +22,15 @@
  *			mmu_interval_notifier_insert(), read_begin() or
  *			remove().  Never taken under mmap_lock (->mmap) nor
  *			by the notifier.
+ *   all_lock		per file: joining the address space's WATCH_ALL
+ *			notifier, which takes mmap_lock and
+ *			mm_take_all_locks(); not under regions_lock
  *   list_lru lock	the pressure list of a memory cgroup (pressure.c)
- *   lock		per file spinlock, the notifier's only lock: what
- *			invalidations publish.  Nothing sleeps under it.
+ *   umn_all_mm.lock	the WATCH_ALL files of an address space; taken by
+ *			its notifier (watch_all.c)
+ *   lock		per file spinlock, the notifiers' only other lock:
+ *			what invalidations publish.  Nothing sleeps under
+ *			either.
  */
 #ifndef _UMMUNOTIFY_UMN_H
 #define _UMMUNOTIFY_UMN_H
@@ -128,12 +135,14 @@ struct umn_area {
  *			process group
  * @release_work:	the teardown of a file another process closed last
  * @notifier_ops:	the file's own, so that a region finds its file
- * @all_lock:		serialises the registration of @all_notifier
- * @all_registered:	@all_notifier is registered
- * @all_notifier:	what whole-address-space watches hang off
+ * @all_lock:		serialises joining @all_mm, and @nr_all
+ * @all_mm:		the address space's notifier of WATCH_ALL files,
+ *			once the file's first WATCH_ALL joined it
+ * @all_file_node:	in the files of @all_mm; under its lock
+ * @nr_all:		whole-address-space watches
  * @all_regions:	whole-address-space watches; under @lock
- * @in_flight:		invalidations started and not ended, while
- *			@all_notifier is registered; in @header
+ * @in_flight:		invalidations started and not ended, since the
+ *			file joined @all_mm; in @header
  * @all_wait:		WATCH_ALL waiting for @in_flight to drop to 0
  */
 struct umn_file {
@@ -181,9 +190,10 @@ struct umn_file {
 	struct work_struct release_work;
 	struct mmu_interval_notifier_ops notifier_ops;
 
-	struct mutex all_lock;		/* registering all_notifier */
-	bool all_registered;
-	struct mmu_notifier all_notifier;
+	struct mutex all_lock;		/* joining all_mm */
+	struct umn_all_mm *all_mm;
+	struct list_head all_file_node;
+	unsigned int nr_all;
 	struct list_head all_regions;
 	atomic64_t *in_flight;
 	wait_queue_head_t all_wait;
@@ -201,7 +211,7 @@ struct umn_file {
  * @causes:	BIT(UMMUNOTIFY_CAUSE_*) to publish
  * @pending:	a WATCH or RESIZE of it has not returned yet: no other
  *		ioctl may change it; set under regions_lock, cleared by
- *		umn_finish() without it
+ *		umn_finish() without it (by RESIZE and WATCHV under it)
  * @dead:	unregistered, its notifier not removed yet: it publishes
  *		nothing more; under &umn_file.lock
  * @all:	a whole-address-space watch
@@ -211,6 +221,9 @@ struct umn_region {
 		struct mmu_interval_notifier notifier;
 		struct list_head all_node;
 	};
+/* Every cause a watch can ask for fits in umn_region.causes. */
+static_assert(UMMUNOTIFY_CAUSE_PRESSURE < 8);
+
 	struct rb_node cookie_node;
 	u64 cookie;
 	u32 slot;
@@ -324,6 +337,7 @@ void umn_remove_all(struct umn_file *file);
 /* watch_all.c */
 void umn_all_init(struct umn_file *file);
 int umn_all_start(struct umn_file *file, struct umn_region *region);
+void umn_all_remove(struct umn_file *file, struct umn_region *region);
 void umn_all_stop(struct umn_file *file);
 
 /* ring.c */

@@ -61,8 +61,8 @@ static bool umn_publish(struct umn_file *file, struct umn_region *region,
 		.cause = cause,
 	};
 
-	/* A whole-address-space watch has its ring: nothing to count. */
-	if (!region->all)
+	/* A whole-address-space watch's ring says it all; not the queue. */
+	if (!region->all || !umn_has_ring(file))
 		WRITE_ONCE(*file->counter, *file->counter + 1);
 	if (region->slot != UMMUNOTIFY_NO_SLOT) {
 		event.generation = ++file->last_generation;
@@ -79,6 +79,7 @@ static bool umn_publish(struct umn_file *file, struct umn_region *region,
 		/* One event says it all, not one per region. */
 		if (file->released)
 			return false;
+		file->released = true;
 		event = (struct ummunotify_ring_event) {
 			.end = file->task_size,
 			.slot = UMMUNOTIFY_NO_SLOT,
@@ -389,13 +390,6 @@ static void umn_unlink(struct umn_file *file, struct umn_region *region)
  * A started whole-address-space watch leaves its list: after that no
  * callback, which walks it under file->lock, can see it.
  */
-static void umn_all_remove(struct umn_file *file, struct umn_region *region)
-{
-	spin_lock(&file->lock);
-	list_del(&region->all_node);
-	spin_unlock(&file->lock);
-}
-
 /*
  * Remove an unlinked @region's notifier (@started), free its slot and
  * @region.  Without regions_lock: the removal waits for the address
@@ -541,6 +535,15 @@ static struct umn_region *umn_make(struct umn_file *file,
 	return region;
 }
 
+/* Only what WATCH fills in goes back: generation and slot. */
+static int umn_put_result(struct ummunotify_watch __user *argp,
+			  const struct ummunotify_watch *watch)
+{
+	return copy_to_user(&argp->generation, &watch->generation,
+			    offsetofend(struct ummunotify_watch, slot) -
+			    offsetof(struct ummunotify_watch, generation));
+}
+
 int umn_watch(struct umn_file *file, struct ummunotify_watch __user *argp)
 {
 	struct ummunotify_watch watch;
@@ -549,16 +552,16 @@ int umn_watch(struct umn_file *file, struct ummunotify_watch __user *argp)
 	int ret;
 
 	ret = umn_get_watch(file, argp, &watch, &start, &end);
+	/* Fail on an unwritable result now, before anything changes. */
+	if (!ret && umn_put_result(argp, &watch))
+		ret = -EFAULT;
 	if (ret)
 		return ret;
 	watch.slot = UMMUNOTIFY_NO_SLOT;
 	region = umn_make(file, &watch, start, end);
 	ret = PTR_ERR_OR_ZERO(region);
 	if (!ret) {
-		/* Only what WATCH filled in goes back. */
-		if (copy_to_user(&argp->generation, &watch.generation,
-				 offsetofend(struct ummunotify_watch, slot) -
-				 offsetof(struct ummunotify_watch, generation)))
+		if (umn_put_result(argp, &watch))
 			ret = -EFAULT;
 		umn_finish(file, region, ret, true);
 	}
@@ -672,18 +675,42 @@ int umn_unregister(struct umn_file *file, u64 __user *argp)
 }
 
 /*
- * Unregister the watches of @cookies, all or none: an unknown cookie
- * (EINVAL), one given twice (EINVAL) or one whose WATCH or RESIZE runs
- * (EBUSY) changes nothing.
+ * Would a watch of @cookie fail for its cookie, once @regions[0..@n) are
+ * unwatched?  (In use by another watch, or the same as @watches[0..@i).)
+ * regions_lock held.
+ */
+static bool umn_cookie_taken(struct umn_file *file, u64 cookie,
+			     struct umn_region **regions, u32 n,
+			     const struct ummunotify_watch *watches, u32 i)
+{
+	struct umn_region *region = umn_find(file, cookie);
+	u32 j;
+
+	for (j = 0; region && j < n; j++)
+		if (regions[j] == region)
+			region = NULL;
+	for (j = 0; !region && j < i; j++)
+		if (watches[j].user_cookie == cookie)
+			return true;
+	return region;
+}
+
+/*
+ * Unregister the watches of @cookies, all or none, for a WATCHV whose
+ * @watches come next: an unknown cookie (EINVAL), one given twice
+ * (EINVAL), one whose WATCH or RESIZE runs (EBUSY), a file that cannot
+ * watch or a watch cookie that would be taken (EINVAL) change nothing.
  */
 static int umn_unwatch_all(struct umn_file *file, const u64 *cookies, u32 n,
-			   struct umn_region **regions)
+			   struct umn_region **regions,
+			   const struct ummunotify_watch *watches, u32 nr_watch)
 {
-	int ret = 0;
+	int ret;
 	u32 i, j;
 
 	mutex_lock(&file->regions_lock);
-	for (i = 0; i < n; i++) {
+	ret = umn_watching(file) ? 0 : -EINVAL;
+	for (i = 0; !ret && i < n; i++) {
 		regions[i] = umn_find_watch(file, cookies[i]);
 		if (IS_ERR(regions[i])) {
 			ret = PTR_ERR(regions[i]);
@@ -696,6 +723,10 @@ static int umn_unwatch_all(struct umn_file *file, const u64 *cookies, u32 n,
 		/* Ours now: a second cookie the same finds it busy. */
 		regions[i]->pending = true;
 	}
+	for (j = 0; !ret && j < nr_watch; j++)
+		if (umn_cookie_taken(file, watches[j].user_cookie, regions, n,
+				     watches, j))
+			ret = -EINVAL;
 	for (j = 0; j < i; j++) {
 		regions[j]->pending = false;
 		if (!ret)
@@ -810,9 +841,10 @@ int umn_watchv(struct umn_file *file, struct ummunotify_watchv __user *argp)
 	    v.nr_watch > UMN_WATCHV_MAX)
 		return -EINVAL;
 	ret = umn_batch_get(file, argp, &v, &batch);
-	if (!ret && v.nr_unwatch)
+	if (!ret)
 		ret = umn_unwatch_all(file, batch.cookies, v.nr_unwatch,
-				      batch.regions);
+				      batch.regions, batch.watches,
+				      v.nr_watch);
 	for (i = 0; !ret && i < v.nr_watch; i++) {
 		w = &batch.watches[i];
 		w->slot = UMMUNOTIFY_NO_SLOT;
@@ -823,17 +855,18 @@ int umn_watchv(struct umn_file *file, struct ummunotify_watchv __user *argp)
 		trace_ummunotify_register(w->user_cookie, batch.ranges[i].start,
 					  batch.ranges[i].end, w->slot, ret);
 	}
-	/* Hand the results back; should that fault, no watch stays. */
+	/*
+	 * Hand the results back; should that fault, no watch stays (the
+	 * unwatches do) and done reads 0 as umn_batch_get() left it.
+	 */
 	if (made && copy_to_user(u64_to_user_ptr(v.watch), batch.watches,
 				 (size_t)made * sizeof(*batch.watches)))
 		faulted = true;
+	if (!faulted && put_user(made, &argp->done))
+		faulted = true;
 	for (i = 0; i < made; i++)
 		umn_finish(file, batch.regions[i], faulted ? -EFAULT : 0, true);
-	if (faulted) {
-		made = 0;
-		ret = -EFAULT;
-	}
-	if (put_user(made, &argp->done))
+	if (faulted)
 		ret = -EFAULT;
 	kvfree(batch.allocated);
 	return ret;

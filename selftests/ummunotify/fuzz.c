@@ -1610,8 +1610,9 @@ static void churn_end(struct thread *t, struct churn *c, const char *what)
 			       (w->causes & (1U << c->iv[k].cause));
 		if (!hit)
 			continue;
-		/* A whole-address-space watch leaves the 2010 counter. */
-		need[w->file] += !w->all;
+		/* A whole-address-space watch with a ring leaves the counter. */
+		need[w->file] += !(w->all &&
+				   f->features & UMMUNOTIFY_FEATURE_RING);
 		w->hits++;
 		t->checked++;
 		w->hit_seq = c->seq;

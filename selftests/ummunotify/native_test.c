@@ -1060,6 +1060,83 @@ TEST_F(native, watch_all_leaves_the_2010_counter_alone)
 		     ps, 3, w.slot);
 }
 
+/* Without a ring its reports are the 2010 queue's: the counter says so. */
+TEST_F(native, watch_all_without_a_ring_moves_the_counter)
+{
+	struct ummunotify_watch w = { .user_cookie = 3,
+				      .flags = UMMUNOTIFY_WATCH_ALL };
+	struct umn u;
+
+	umn_init(_metadata, &u, UMMUNOTIFY_FEATURE_WATCH, 0, 0);
+	ASSERT_EQ(0, uioctl(u.fd, UMMUNOTIFY_WATCH, &w));
+	clear_page(_metadata, self->buf);
+	EXPECT_NE(w.generation, gen_of(&u, w.slot));
+	EXPECT_LT(0ULL, area_u64(&u, u.p.off.counter));
+	close(u.fd);
+}
+
+/*
+ * The files of one process share the address space's notifier: each gets
+ * every invalidation and keeps its own in_flight, and one closing leaves
+ * the other as it was.
+ */
+TEST_F(native, watch_all_files_of_one_process_each_see_everything)
+{
+	struct ummunotify_watch w = { .user_cookie = 3,
+				      .flags = UMMUNOTIFY_WATCH_ALL };
+	struct ummunotify_watch w2 = w;
+	struct umn u2;
+
+	umn_init(_metadata, &u2, WATCH_RING, 0, 0);
+	ASSERT_EQ(0, uioctl(self->u.fd, UMMUNOTIFY_WATCH, &w));
+	ASSERT_EQ(0, uioctl(u2.fd, UMMUNOTIFY_WATCH, &w2));
+	clear_page(_metadata, self->buf);
+	expect_event(_metadata, &self->u, UMMUNOTIFY_CAUSE_CLEAR, self->buf,
+		     ps, 3, w.slot);
+	expect_event(_metadata, &u2, UMMUNOTIFY_CAUSE_CLEAR, self->buf, ps, 3,
+		     w2.slot);
+	EXPECT_EQ(0, close(u2.fd));
+	clear_page(_metadata, self->buf + ps);
+	expect_event(_metadata, &self->u, UMMUNOTIFY_CAUSE_CLEAR,
+		     self->buf + ps, ps, 3, w.slot);
+	EXPECT_EQ(0ULL, area_u64(&self->u, self->u.p.off.in_flight));
+}
+
+/* A bounded number of them: each invalidation walks them all. */
+TEST_F(native, watch_all_watches_of_a_file_are_bounded)
+{
+	struct ummunotify_watch w = { .flags = UMMUNOTIFY_WATCH_ALL };
+	int n;
+
+	for (n = 0; n < 100; n++) {
+		w.user_cookie = 100 + n;
+		if (uioctl(self->u.fd, UMMUNOTIFY_WATCH, &w))
+			break;
+	}
+	EXPECT_EQ(16, n);
+	w.user_cookie = 999;
+	EXPECT_EQ(-ENOSPC, uioctl(self->u.fd, UMMUNOTIFY_WATCH, &w));
+	EXPECT_EQ(0, unwatch(self->u.fd, 100));
+	EXPECT_EQ(0, uioctl(self->u.fd, UMMUNOTIFY_WATCH, &w));
+}
+
+/* A result that cannot be written back: no watch, no event later. */
+TEST_F(native, watch_with_an_unwritable_result_makes_no_watch)
+{
+	struct ummunotify_watch w = watch_arg(self->buf, ps, 9, 0), *ro;
+	struct ummunotify_watch all = { .user_cookie = 10,
+					.flags = UMMUNOTIFY_WATCH_ALL };
+
+	ro = read_only_copy(_metadata, &w, sizeof(w));
+	EXPECT_EQ(-EFAULT, uioctl(self->u.fd, UMMUNOTIFY_WATCH, ro));
+	ro = read_only_copy(_metadata, &all, sizeof(all));
+	EXPECT_EQ(-EFAULT, uioctl(self->u.fd, UMMUNOTIFY_WATCH, ro));
+	EXPECT_EQ(0, fdinfo(self->u.fd, "regions"));
+	clear_page(_metadata, self->buf);
+	EXPECT_TRUE(ring_empty(&self->u));
+	EXPECT_EQ(0, fdinfo(self->u.fd, "events"));
+}
+
 /*
  * off.in_flight counts the invalidations of the address space that have
  * started and not ended, once the file has a whole-address-space watch:
@@ -1094,15 +1171,34 @@ TEST_F(native, watch_all_counts_the_invalidations_in_flight)
 	EXPECT_LT(0ULL, ring_tail(&self->u));
 }
 
-/* A file without one keeps no count: nothing to pay for. */
+/*
+ * A file without one keeps no count, not even while the address space
+ * keeps invalidating (another file of it has one): nothing to pay for.
+ */
 TEST_F(native, in_flight_stays_zero_without_a_watch_all)
 {
-	char *p = map_guarded(_metadata, 1);
+	struct ummunotify_watch w = { .user_cookie = 3,
+				      .flags = UMMUNOTIFY_WATCH_ALL };
+	size_t off = self->u.p.off.in_flight;
+	struct timespec start;
+	bool other = false, ours = false;
+	struct busy busy;
+	struct umn u2;
 
-	watch_range(_metadata, self->u.fd, p, ps, 1, 0);
-	clear_page(_metadata, p);
-	ASSERT_EQ(0, munmap(p, ps));
-	EXPECT_EQ(0ULL, area_u64(&self->u, self->u.p.off.in_flight));
+	umn_init(_metadata, &u2, WATCH_RING, 0, 0);
+	ASSERT_EQ(0, uioctl(u2.fd, UMMUNOTIFY_WATCH, &w));
+	watch_range(_metadata, self->u.fd, self->buf, ps, 1, 0);
+	busy_start(_metadata, &busy);
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	while (seconds_since(&start) < IN_FLIGHT_SECONDS && !ours &&
+	       (!other || seconds_since(&start) < 1)) {
+		other |= area_u64(&u2, off) != 0;
+		ours |= area_u64(&self->u, off) != 0;
+	}
+	busy_stop(_metadata, &busy);
+	EXPECT_TRUE(other) TH_LOG("the file with WATCH_ALL never counted");
+	EXPECT_FALSE(ours);
+	close(u2.fd);
 }
 
 /* UMMUNOTIFY_WATCHV: unwatches, then watches, in one call. */
@@ -1187,21 +1283,58 @@ TEST_F(native, watchv_changes_nothing_on_a_bad_argument)
 	EXPECT_EQ(1, fdinfo(self->u.fd, "regions"));
 }
 
-TEST_F(native, watchv_stops_at_the_first_watch_that_fails)
+/* A watch cookie in use, or given twice, fails before any unwatch. */
+TEST_F(native, watchv_checks_the_watch_cookies_before_unwatching)
 {
-	struct ummunotify_watch w[3];
+	struct ummunotify_watch w[2];
+	__u64 gone = 1;
 	__u32 done;
 
 	watch_range(_metadata, self->u.fd, self->buf, ps, 1, 0);
-	w[0] = watch_arg(self->buf + ps, ps, 2, 0);
-	w[1] = watch_arg(self->buf + 2 * ps, ps, 1, 0);	/* cookie in use */
-	w[2] = watch_arg(self->buf + 3 * ps, ps, 3, 0);
-	EXPECT_EQ(-EINVAL, watchv(self->u.fd, NULL, 0, w, 3, &done));
-	EXPECT_EQ(1U, done);
+	watch_range(_metadata, self->u.fd, self->buf + ps, ps, 2, 0);
+	w[0] = watch_arg(self->buf + 2 * ps, ps, 2, 0);	/* in use */
+	EXPECT_EQ(-EINVAL, watchv(self->u.fd, &gone, 1, w, 1, &done));
+	EXPECT_EQ(0U, done);
+	w[0] = watch_arg(self->buf + 2 * ps, ps, 5, 0);
+	w[1] = watch_arg(self->buf + 3 * ps, ps, 5, 0);	/* twice */
+	EXPECT_EQ(-EINVAL, watchv(self->u.fd, &gone, 1, w, 2, &done));
+	EXPECT_EQ(0U, done);
 	EXPECT_EQ(2, fdinfo(self->u.fd, "regions"));
+	EXPECT_EQ(0, unwatch(self->u.fd, 1));
+}
+
+/*
+ * Past the checks, a watch the kernel cannot make (here: more
+ * whole-address-space watches than a file may have) stops the rest;
+ * done counts those made, in a batch too big for the stack buffer.
+ */
+TEST_F(native, watchv_stops_at_the_first_watch_that_fails)
+{
+	struct ummunotify_watch all = { .flags = UMMUNOTIFY_WATCH_ALL };
+	struct ummunotify_watch w[3];
+	__u64 gone[3] = { 1, 2, 3 };
+	__u32 done;
+	int n;
+
+	for (n = 0; n < 3; n++)
+		watch_range(_metadata, self->u.fd, self->buf + n * ps, ps,
+			    n + 1, 0);
+	for (n = 0; n < 16; n++) {
+		all.user_cookie = 100 + n;
+		ASSERT_EQ(0, uioctl(self->u.fd, UMMUNOTIFY_WATCH, &all));
+	}
+	w[0] = watch_arg(self->buf + 4 * ps, ps, 20, 0);
+	w[1] = all;
+	w[1].user_cookie = 21;
+	w[2] = watch_arg(self->buf + 5 * ps, ps, 22, 0);
+	EXPECT_EQ(-ENOSPC, watchv(self->u.fd, gone, 3, w, 3, &done));
+	EXPECT_EQ(1U, done);
+	/* The unwatches were done, the first watch made. */
+	EXPECT_EQ(17, fdinfo(self->u.fd, "regions"));
 	EXPECT_EQ(w[0].generation, gen_of(&self->u, w[0].slot));
-	EXPECT_EQ(0, unwatch(self->u.fd, 2));
-	EXPECT_EQ(-EINVAL, unwatch(self->u.fd, 3));
+	EXPECT_EQ(-EINVAL, unwatch(self->u.fd, 1));
+	EXPECT_EQ(0, unwatch(self->u.fd, 20));
+	EXPECT_EQ(-EINVAL, unwatch(self->u.fd, 22));
 }
 
 TEST_F(native, resize_keeps_the_slot_and_returns_the_generation_unchanged)
