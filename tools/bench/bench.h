@@ -23,6 +23,7 @@ struct region {
 	const uint64_t *word;	/* native: the generation word */
 	uint64_t gen;		/* native: its value when watched */
 	int stale;		/* the others: set when the memory changed */
+	uint64_t key[2];	/* kdreg2: where its generation is, and it */
 };
 
 struct backend {
@@ -52,7 +53,10 @@ struct backend {
 };
 
 extern const struct backend none_backend, native_backend, legacy_backend,
-	uffd_backend, interpose_backend, cache_backend, cache_all_backend;
+	uffd_backend, interpose_backend, cache_backend, cache_all_backend,
+	native_v_backend, kdreg2_backend;
+/* kdreg2's module is in this kernel (make bench KDREG2=DIR). */
+bool kdreg2_loaded(void);
 
 static inline bool region_stale(const struct region *e)
 {

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,10 +168,19 @@ static long slab_size(void)
 	return size;
 }
 
+/* Watch + unwatch: the watchers, WATCHV, and kdreg2 where it is built. */
+static const struct backend *const pairers[] = {
+	&native_backend, &native_v_backend, &legacy_backend, &uffd_backend,
+	&interpose_backend,
+#ifdef HAVE_KDREG2
+	&kdreg2_backend,
+#endif
+};
+
 void measure_pairs(void)
 {
 	struct pair_out *out = shared;
-	double med[NR_LIVES], worst;
+	double med[NR_LIVES], worst, best_umn[NR_LIVES];
 	struct summary s;
 	char what[64];
 	size_t i;
@@ -179,7 +189,13 @@ void measure_pairs(void)
 	in_child(refused_child, NULL);
 	ratio_row("", "floor: 2 ioctl()s refused (ENOTTY)", "getpid",
 		  out->pair[0], out->getpid[0], REPS);
-	for_each(b, watchers) {
+	for_each(b, pairers) {
+#ifdef HAVE_KDREG2
+		if (*b == &kdreg2_backend && !kdreg2_loaded()) {
+			note("kdreg2: built, but its module is not in this kernel");
+			continue;
+		}
+#endif
 		in_child(pair_child, *b);
 		worst = 0;
 		for (i = 0; i < NR_LIVES; i++) {
@@ -190,6 +206,9 @@ void measure_pairs(void)
 					   REPS).med;
 			if (med[i] > worst)
 				worst = med[i];
+			if (*b == &native_backend ||
+			    (*b == &native_v_backend && med[i] < best_umn[i]))
+				best_umn[i] = med[i];
 		}
 		if (*b == &native_backend) {
 			goal("pair: 5 getpid",
@@ -199,6 +218,16 @@ void measure_pairs(void)
 			     "native watch+unwatch, 1M live / 1k live",
 			     med[NR_LIVES - 1] / med[0], "x", 1.5, true);
 		}
+#ifdef HAVE_KDREG2
+		if (*b == &kdreg2_backend) {
+			worst = 0;
+			for (i = 0; i < NR_LIVES; i++)
+				worst = fmax(worst, best_umn[i] / med[i]);
+			goal("pair: below kdreg2",
+			     "best of native/native-v over kdreg2, worst of 1k/100k/1M live",
+			     worst, "x", 1, true);
+		}
+#endif
 		if (*b == &native_backend || *b == &legacy_backend) {
 			s = row((*b)->name, "kernel slab per live region", "B",
 				&out->slab, 1);
@@ -210,6 +239,7 @@ void measure_pairs(void)
 	}
 	note("slab object of umn_region (or the cache SLUB merged it into): %ld B",
 	     slab_size());
+	note("native-v: UMMUNOTIFY_WATCHV, an unwatch sent with the next watch (one system call a pair).");
 	note("uffd keeps no kernel state per registration: adjacent ranges merge into one VMA.");
 }
 
@@ -218,11 +248,16 @@ void measure_pairs(void)
 /* More than REPS: a loop takes long enough for the host to disturb it. */
 #define LOOP_REPS	15
 
+/* What test 7 does to memory no entry covers (test 3: munmap). */
+enum whole_op { OP_MUNMAP, OP_MADVISE, OP_MREMAP, OP_FAULT };
+
 struct loop_arg {
 	const struct backend *b;
 	size_t len;
 	int iters;
 	bool whole;	/* one whole-address-space watch, drained each time */
+	enum whole_op op;
+	int threads;	/* test 7: threads doing op at once, 0 = 1 */
 };
 
 /*
@@ -259,6 +294,62 @@ static void loop_child(const void *arg)
 	a->b->close();
 }
 
+/* Pages test 7's fault loop touches before giving them back. */
+#define FAULT_PAGES	64
+
+/*
+ * Test 7 beyond munmap: madvise(MADV_DONTNEED) of a touched page, two
+ * mremap() moves of one, or FAULT_PAGES page faults and the
+ * MADV_DONTNEED that makes them faults again.  The ring (65536 entries)
+ * holds every event of a run: drained once, at the end.
+ */
+static void *op_thread(void *arg)
+{
+	const struct loop_arg *a = arg;
+	size_t len = a->op == OP_FAULT ? FAULT_PAGES * page : page;
+	char *p = reserve(2 * len + 3 * page) + page, *q = p + len + page;
+	int i;
+
+	map_fixed(p, len);
+	for (i = 0; i < a->iters; i++) {
+		touch(p, len);
+		switch (a->op) {
+		case OP_MREMAP:
+			if (mremap(p, len, len, MREMAP_MAYMOVE | MREMAP_FIXED,
+				   q) != q ||
+			    mremap(q, len, len, MREMAP_MAYMOVE | MREMAP_FIXED,
+				   p) != p)
+				fail("mremap", -errno);
+			break;
+		default:
+			if (madvise(p, len, MADV_DONTNEED))
+				fail("madvise", -errno);
+		}
+	}
+	return NULL;
+}
+
+static void op_child(const void *arg)
+{
+	const struct loop_arg *a = arg;
+	int n = a->threads ?: 1, i;
+	pthread_t threads[16];
+	struct region everything;
+	uint64_t t;
+
+	open_backend(a->b, 1);
+	watch(a->b, &everything, NULL, 0);
+	t = now_ns();
+	for (i = 0; i < n; i++)
+		if (pthread_create(&threads[i], NULL, op_thread, (void *)a))
+			fail("pthread_create", -EAGAIN);
+	for (i = 0; i < n; i++)
+		pthread_join(threads[i], NULL);
+	*(double *)shared = (double)(now_ns() - t) / a->iters;
+	a->b->drain(NULL);
+	a->b->close();
+}
+
 /*
  * The loop of @a with each backend of @set, set[0] the baseline, LOOP_REPS
  * times in turns (each round starting with the next backend); prints the
@@ -276,7 +367,8 @@ static void loops(const struct backend *const *set, size_t n,
 		for (i = 0; i < n; i++) {
 			k = (i + r) % n;
 			a.b = set[k];
-			in_child(loop_child, &a);
+			in_child(a.op == OP_MUNMAP ? loop_child : op_child,
+				 &a);
 			ns[k][r] = *(double *)shared;
 		}
 	}
@@ -355,9 +447,21 @@ static const struct backend *const whole[] = {
 
 void measure_whole(void)
 {
+	static const struct {
+		enum whole_op op;
+		const char *what;
+	} ops[] = {
+		{ OP_MADVISE, "4 KiB touch, MADV_DONTNEED" },
+		{ OP_MREMAP, "4 KiB touch, 2 mremap() moves" },
+		{ OP_FAULT, "64 page faults, MADV_DONTNEED" },
+	};
+	static const struct backend *const pair[] = {
+		&none_backend, &native_backend,
+	};
 	struct summary ratio[ARRAY_SIZE(whole)];
-	char label[64];
+	char label[112], what[96];
 	size_t k;
+	int threads;
 
 	section(7, "A whole-address-space watch on a munmap-heavy process");
 	loops(whole, ARRAY_SIZE(whole),
@@ -369,6 +473,22 @@ void measure_whole(void)
 			 whole[k]->name);
 		chart(label, ratio[k]);
 	}
+	for (threads = 1; threads <= 4; threads *= 4) {
+		for (k = 0; k < ARRAY_SIZE(ops); k++) {
+			snprintf(what, sizeof(what), "%s, %d thread%s",
+				 ops[k].what, threads, threads > 1 ? "s" : "");
+			loops(pair, ARRAY_SIZE(pair),
+			      (struct loop_arg){ .iters = WHOLE_ITERS,
+						 .whole = true,
+						 .op = ops[k].op,
+						 .threads = threads },
+			      what, ratio);
+			snprintf(label, sizeof(label), "whole: %s", what);
+			goal(label, what, ratio[1].med, "x", 1.05, true);
+		}
+	}
 	note("native: UMMUNOTIFY_WATCH_ALL, the ring drained after each munmap;");
 	note("legacy: one registration of the whole user range, read() of its reports.");
+	note("The other operations on unwatched memory, with and without a WATCH_ALL watch");
+	note("(ring drained at the end); with 4 threads, per iteration of each thread.");
 }

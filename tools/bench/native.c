@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * ummunotify's native ABI: a generation word per watch, checked with one
- * load, and the event ring, consumed in shared memory.
+ * load, and the event ring, consumed in shared memory.  native-v is the
+ * same with UMMUNOTIFY_WATCHV: an unwatch waits for the next watch and
+ * goes with it, one system call for both, as a cache evicting for a miss
+ * would do it.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -87,6 +90,61 @@ static void native_unwatch(struct region *e)
 		fail("UMMUNOTIFY_UNREGISTER_REGION", -errno);
 }
 
+/* native-v: the unwatches waiting for the next watch. */
+#define DEFERRED_MAX	8
+static __u64 deferred[DEFERRED_MAX];
+static unsigned int nr_deferred;
+
+static int watchv(struct ummunotify_watch *w, unsigned int nr_watch)
+{
+	struct ummunotify_watchv v = {
+		.unwatch = (uintptr_t)deferred,
+		.watch = (uintptr_t)w,
+		.nr_unwatch = nr_deferred,
+		.nr_watch = nr_watch,
+	};
+
+	if (ioctl(fd, UMMUNOTIFY_WATCHV, &v))
+		return -errno;
+	nr_deferred = 0;
+	return 0;
+}
+
+static int native_v_watch(struct region *e)
+{
+	struct ummunotify_watch w = {
+		.start = (uintptr_t)e->addr,
+		.end = (uintptr_t)e->addr + e->len,
+		.user_cookie = (uintptr_t)e,
+		.flags = e->len ? 0 : UMMUNOTIFY_WATCH_ALL,
+	};
+	int ret = watchv(&w, 1);
+
+	if (ret)
+		return ret;
+	e->word = &gens[w.slot];
+	e->gen = w.generation;
+	return 0;
+}
+
+static void native_v_unwatch(struct region *e)
+{
+	int ret;
+
+	deferred[nr_deferred++] = (uintptr_t)e;
+	if (nr_deferred == DEFERRED_MAX) {
+		ret = watchv(NULL, 0);
+		if (ret)
+			fail("UMMUNOTIFY_WATCHV", ret);
+	}
+}
+
+static void native_v_close(void)
+{
+	nr_deferred = 0;
+	native_close();
+}
+
 static inline bool native_valid(struct region *e)
 {
 	return __atomic_load_n(e->word, __ATOMIC_ACQUIRE) == e->gen;
@@ -140,6 +198,18 @@ const struct backend native_backend = {
 	.close = native_close,
 	.watch = native_watch,
 	.unwatch = native_unwatch,
+	.valid = native_valid,
+	.check = native_check,
+	.drain = native_drain,
+	.hammer = native_hammer,
+};
+
+const struct backend native_v_backend = {
+	.name = "native-v",
+	.open = native_open,
+	.close = native_v_close,
+	.watch = native_v_watch,
+	.unwatch = native_v_unwatch,
 	.valid = native_valid,
 	.check = native_check,
 	.drain = native_drain,
