@@ -257,7 +257,6 @@ static struct workqueue_struct *umn_release_wq;
 /* After umn_pressure_del(): no walk of the pressure list reaches the file. */
 static void umn_teardown(struct umn_file *file)
 {
-	umn_all_stop(file);
 	umn_remove_all(file);
 	/* Nor can the notifier queue SIGIO now. */
 	cancel_work_sync(&file->sigio_work);

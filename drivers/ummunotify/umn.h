@@ -135,15 +135,14 @@ struct umn_area {
  *			process group
  * @release_work:	the teardown of a file another process closed last
  * @notifier_ops:	the file's own, so that a region finds its file
- * @all_lock:		serialises joining @all_mm, and @nr_all
+ * @all_lock:		serialises joining and leaving @all_mm, and @nr_all
  * @all_mm:		the address space's notifier of WATCH_ALL files,
- *			once the file's first WATCH_ALL joined it
+ *			while the file has whole-address-space watches
  * @all_file_node:	in the files of @all_mm; under its lock
  * @nr_all:		whole-address-space watches
  * @all_regions:	whole-address-space watches; under @lock
- * @in_flight:		invalidations started and not ended, since the
- *			file joined @all_mm; in @header
- * @all_wait:		WATCH_ALL waiting for @in_flight to drop to 0
+ * @in_flight:		invalidations started and not ended, while the
+ *			file is joined to @all_mm (0 otherwise); in @header
  */
 struct umn_file {
 	struct mm_struct *mm;
@@ -196,7 +195,6 @@ struct umn_file {
 	unsigned int nr_all;
 	struct list_head all_regions;
 	atomic64_t *in_flight;
-	wait_queue_head_t all_wait;
 };
 
 /**
@@ -338,7 +336,6 @@ void umn_remove_all(struct umn_file *file);
 void umn_all_init(struct umn_file *file);
 int umn_all_start(struct umn_file *file, struct umn_region *region);
 void umn_all_remove(struct umn_file *file, struct umn_region *region);
-void umn_all_stop(struct umn_file *file);
 
 /* ring.c */
 bool umn_ring_post(struct umn_file *file,

@@ -980,6 +980,95 @@ TEST_F(owner, sigio_with_f_setsig_is_not_sent_from_the_notifier)
 		TH_LOG("not sent from a work item:\n%s", trace);
 }
 
+/*
+ * Registering the whole-address-space notifier takes every lock of the
+ * address space (mm_take_all_locks()), among them the i_mmap locks of the
+ * files every process maps, and a global mutex: it happens once in the
+ * life of an address space, however often a process opens a file, watches
+ * everything and closes it.  A kprobe counts a fresh child's calls; the
+ * module's reference count shows the notifier kept while the child lives
+ * and gone after it.
+ */
+#define TAKE_ALL_LOCKS	"umn_hardening/take_all_locks"
+#define WATCH_ALL_LOOPS	20
+
+static int watch_all_and_close(void)
+{
+	struct ummunotify_watch w = { .user_cookie = 1,
+				      .flags = UMMUNOTIFY_WATCH_ALL };
+	__u32 features = UMMUNOTIFY_FEATURE_WATCH | UMMUNOTIFY_FEATURE_RING;
+	struct ummunotify_params p = { 0 };
+	int fd = open(DEVICE, O_RDWR | O_CLOEXEC), ret = -1;
+
+	if (fd >= 0 &&
+	    ioctl(fd, UMMUNOTIFY_EXCHANGE_FEATURES, &features) >= 0 &&
+	    !ioctl(fd, UMMUNOTIFY_SETUP, &p) &&
+	    !ioctl(fd, UMMUNOTIFY_WATCH, &w))
+		ret = 0;
+	if (fd >= 0)
+		close(fd);
+	return ret;
+}
+
+static long long module_refs(void)
+{
+	return read_number("/sys/module/ummunotify/refcnt");
+}
+
+TEST_F(bare, watch_all_in_a_loop_registers_the_notifier_once)
+{
+	int go[2], done[2], i, hits = 0;
+	long long refs = module_refs();
+	char c = 0, *trace, *line;
+	pid_t pid;
+
+	if (access(TRACING "trace", F_OK))
+		ASSERT_EQ(0, mount("tracefs", TRACING, "tracefs", 0, NULL));
+	if (write_file(TRACING "kprobe_events",
+		       "p:" TAKE_ALL_LOCKS " mm_take_all_locks"))
+		SKIP(return, "no kprobe on mm_take_all_locks: %s",
+		     strerror(errno));
+	ASSERT_LE(0, refs);
+	ASSERT_EQ(0, pipe(go));
+	ASSERT_EQ(0, pipe(done));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		int ret = read(go[0], &c, 1) == 1 ? 0 : 1;
+
+		for (i = 0; !ret && i < WATCH_ALL_LOOPS; i++)
+			ret = watch_all_and_close() ? 2 : 0;
+		if (write(done[1], &c, 1) != 1 || read(go[0], &c, 1) != 1)
+			ret = 3;
+		_exit(ret);
+	}
+	snprintf(trace = malloc(64), 64, "common_pid == %d", pid);
+	ASSERT_EQ(0, write_file(TRACING "trace", ""));
+	ASSERT_EQ(0, write_file(TRACING "events/" TAKE_ALL_LOCKS "/filter",
+				trace));
+	free(trace);
+	ASSERT_EQ(0, write_file(TRACING "events/" TAKE_ALL_LOCKS "/enable",
+				"1"));
+	ASSERT_EQ(1, write(go[1], &c, 1));
+	ASSERT_EQ(1, read(done[0], &c, 1));
+	EXPECT_EQ(refs + 1, module_refs())
+		TH_LOG("the notifier of a live address space holds the module");
+	ASSERT_EQ(0, write_file(TRACING "events/" TAKE_ALL_LOCKS "/enable",
+				"0"));
+	trace = read_trace(_metadata);
+	for (line = trace; (line = strstr(line, "take_all_locks:")); line++)
+		hits++;
+	EXPECT_EQ(1, hits) TH_LOG("mm_take_all_locks() %d times in %d loops",
+				  hits, WATCH_ALL_LOOPS);
+	ASSERT_EQ(1, write(go[1], &c, 1));
+	EXPECT_EQ(0, wait_child(pid));
+	/* Freed after SRCU, with the exited address space. */
+	for (i = 0; i < 500 && module_refs() != refs; i++)
+		usleep(10000);
+	EXPECT_EQ(refs, module_refs());
+	EXPECT_EQ(0, write_file(TRACING "kprobe_events", ""));
+}
+
 int main(int argc, char **argv)
 {
 	if (access(DEVICE, R_OK | W_OK))

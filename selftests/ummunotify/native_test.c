@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -30,6 +31,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1201,6 +1203,102 @@ TEST_F(native, in_flight_stays_zero_without_a_watch_all)
 	close(u2.fd);
 }
 
+/*
+ * A file leaves the address space's notifier with its last whole-address-
+ * space watch: from then on the invalidations of the process pay nothing
+ * for it and it counts nothing; a new one joins again.
+ */
+TEST_F(native, in_flight_stops_with_the_last_watch_all)
+{
+	struct ummunotify_watch w = { .user_cookie = 3,
+				      .flags = UMMUNOTIFY_WATCH_ALL };
+	struct ummunotify_watch w2 = w;
+	size_t off = self->u.p.off.in_flight;
+	bool other = false, ours = false;
+	struct timespec start;
+	struct busy busy;
+	struct umn u2;
+
+	umn_init(_metadata, &u2, WATCH_RING, 0, 0);
+	ASSERT_EQ(0, uioctl(u2.fd, UMMUNOTIFY_WATCH, &w2));
+	ASSERT_EQ(0, uioctl(self->u.fd, UMMUNOTIFY_WATCH, &w));
+	ASSERT_EQ(0, unwatch(self->u.fd, 3));
+	busy_start(_metadata, &busy);
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	while (seconds_since(&start) < IN_FLIGHT_SECONDS && !ours &&
+	       (!other || seconds_since(&start) < 1)) {
+		other |= area_u64(&u2, off) != 0;
+		ours |= area_u64(&self->u, off) != 0;
+	}
+	EXPECT_TRUE(other) TH_LOG("the file with WATCH_ALL never counted");
+	EXPECT_FALSE(ours) TH_LOG("counted after its last WATCH_ALL went");
+	ours = false;
+	ASSERT_EQ(0, uioctl(self->u.fd, UMMUNOTIFY_WATCH, &w));
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	while (seconds_since(&start) < IN_FLIGHT_SECONDS && !ours)
+		ours = area_u64(&self->u, off) != 0;
+	busy_stop(_metadata, &busy);
+	EXPECT_TRUE(ours) TH_LOG("a new WATCH_ALL did not count again");
+	EXPECT_EQ(0ULL, area_u64(&self->u, off));
+	close(u2.fd);
+}
+
+/*
+ * Each invalidation of the process visits every file of it with whole-
+ * address-space watches: 16 files at most, and one that leaves makes room.
+ */
+#define ALL_FILES	16
+
+TEST_F(native, watch_all_files_of_an_address_space_are_bounded)
+{
+	struct ummunotify_watch w = { .user_cookie = 3,
+				      .flags = UMMUNOTIFY_WATCH_ALL };
+	struct umn u[ALL_FILES + 1];
+	int i;
+
+	ASSERT_EQ(0, uioctl(self->u.fd, UMMUNOTIFY_WATCH, &w));
+	for (i = 0; i < ALL_FILES; i++)
+		umn_init(_metadata, &u[i], WATCH_RING, 0, 0);
+	for (i = 0; i < ALL_FILES - 1; i++)
+		ASSERT_EQ(0, uioctl(u[i].fd, UMMUNOTIFY_WATCH, &w))
+			TH_LOG("file %d", i);
+	EXPECT_EQ(-ENOSPC, uioctl(u[i].fd, UMMUNOTIFY_WATCH, &w));
+	EXPECT_EQ(0, fdinfo(u[i].fd, "regions"));
+	/* A range watch has nothing to do with it. */
+	watch_range(_metadata, u[i].fd, self->buf, ps, 4, 0);
+	EXPECT_EQ(0, unwatch(self->u.fd, 3));
+	EXPECT_EQ(0, uioctl(u[i].fd, UMMUNOTIFY_WATCH, &w));
+	EXPECT_EQ(-ENOSPC, uioctl(self->u.fd, UMMUNOTIFY_WATCH, &w));
+	EXPECT_EQ(0, unwatch(u[0].fd, 3));
+	EXPECT_EQ(0, uioctl(self->u.fd, UMMUNOTIFY_WATCH, &w));
+	for (i = 0; i < ALL_FILES; i++)
+		close(u[i].fd);
+}
+
+/* A whole-address-space watch is never moved, nor a range one made one. */
+TEST_F(native, resize_refuses_watch_all_both_ways)
+{
+	struct ummunotify_watch all = { .user_cookie = 3,
+					.flags = UMMUNOTIFY_WATCH_ALL };
+	struct ummunotify_watch range, w;
+
+	ASSERT_EQ(0, uioctl(self->u.fd, UMMUNOTIFY_WATCH, &all));
+	range = watch_range(_metadata, self->u.fd, self->buf, ps, 4, 0);
+	EXPECT_EQ(-EINVAL, resize(self->u.fd, &w, self->buf, 2 * ps, 3, 0));
+	w = all;
+	w.user_cookie = 4;
+	EXPECT_EQ(-EINVAL, uioctl(self->u.fd, UMMUNOTIFY_RESIZE, &w));
+	/* Both as they were. */
+	clear_page(_metadata, self->buf + ps);
+	expect_event(_metadata, &self->u, UMMUNOTIFY_CAUSE_CLEAR,
+		     self->buf + ps, ps, 3, all.slot);
+	EXPECT_TRUE(ring_empty(&self->u));
+	EXPECT_EQ(0, unwatch(self->u.fd, 3));
+	clear_page(_metadata, self->buf);
+	expect_event(_metadata, &self->u, UMMUNOTIFY_CAUSE_CLEAR, self->buf,
+		     ps, 4, range.slot);
+}
+
 /* UMMUNOTIFY_WATCHV: unwatches, then watches, in one call. */
 static int watchv(int fd, __u64 *cookies, __u32 nr_unwatch,
 		  struct ummunotify_watch *w, __u32 nr_watch, __u32 *done)
@@ -1335,6 +1433,65 @@ TEST_F(native, watchv_stops_at_the_first_watch_that_fails)
 	EXPECT_EQ(-EINVAL, unwatch(self->u.fd, 1));
 	EXPECT_EQ(0, unwatch(self->u.fd, 20));
 	EXPECT_EQ(-EINVAL, unwatch(self->u.fd, 22));
+}
+
+/*
+ * WATCH_ALL waits for the invalidations already running, and a signal ends
+ * the wait.  A WATCHV whose unwatches are done by then says EINTR, even
+ * under SA_RESTART: restarted, it would find their cookies gone and fail
+ * with EINVAL for a batch that was half done.
+ */
+static void on_alarm(int sig)
+{
+	(void)sig;
+}
+
+#define INTERRUPT_SECONDS	20
+#define INTERRUPTIONS		3
+
+TEST_F(native, watchv_interrupted_after_its_unwatches_says_eintr)
+{
+	struct sigaction sa = { .sa_handler = on_alarm,
+				.sa_flags = SA_RESTART };
+	struct itimerval tick = { .it_interval.tv_usec = 200,
+				  .it_value.tv_usec = 200 };
+	struct itimerval off = { 0 };
+	struct ummunotify_watch w;
+	__u64 cookie = 1, next;
+	int interrupted = 0, ret;
+	struct timespec start;
+	struct busy busy;
+	__u32 done;
+
+	watch_range(_metadata, self->u.fd, self->buf, ps, cookie, 0);
+	ASSERT_EQ(0, sigaction(SIGALRM, &sa, NULL));
+	busy_start(_metadata, &busy);
+	ASSERT_EQ(0, setitimer(ITIMER_REAL, &tick, NULL));
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	while (interrupted < INTERRUPTIONS &&
+	       seconds_since(&start) < INTERRUPT_SECONDS) {
+		next = cookie + 1;
+		w = (struct ummunotify_watch){ .user_cookie = next,
+					       .flags = UMMUNOTIFY_WATCH_ALL };
+		ret = watchv(self->u.fd, &cookie, 1, &w, 1, &done);
+		if (ret == -EINTR) {
+			interrupted++;
+			EXPECT_EQ(0U, done);
+			/* The unwatch is done, the watch undone. */
+			EXPECT_EQ(-EINVAL, unwatch(self->u.fd, cookie));
+			EXPECT_EQ(0, fdinfo(self->u.fd, "regions"));
+			watch_range(_metadata, self->u.fd, self->buf, ps, next,
+				    0);
+		} else {
+			ASSERT_EQ(0, ret) TH_LOG("WATCHV: %s", strerror(-ret));
+		}
+		cookie = next;
+	}
+	setitimer(ITIMER_REAL, &off, NULL);
+	busy_stop(_metadata, &busy);
+	EXPECT_EQ(INTERRUPTIONS, interrupted)
+		TH_LOG("%d WATCHVs interrupted in %d s", interrupted,
+		       INTERRUPT_SECONDS);
 }
 
 TEST_F(native, resize_keeps_the_slot_and_returns_the_generation_unchanged)
