@@ -357,6 +357,12 @@ static int umn_start(struct umn_file *file, struct umn_region *region,
 		return umn_all_start(file, region);
 	ret = mmu_interval_notifier_insert(&region->notifier, file->mm, start,
 					   end - start, &file->notifier_ops);
+	/*
+	 * The address space's first interval notifier is registered with
+	 * mm_take_all_locks(), which gives up on any signal: start again.
+	 */
+	if (ret == -EINTR)
+		return -ERESTARTSYS;
 	if (ret)
 		return ret;
 	/*
@@ -386,10 +392,6 @@ static void umn_unlink(struct umn_file *file, struct umn_region *region)
 	spin_unlock(&file->lock);
 }
 
-/*
- * A started whole-address-space watch leaves its list: after that no
- * callback, which walks it under file->lock, can see it.
- */
 /*
  * Remove an unlinked @region's notifier (@started), free its slot and
  * @region.  Without regions_lock: the removal waits for the address
@@ -599,6 +601,9 @@ int umn_resize(struct umn_file *file, struct ummunotify_watch __user *argp)
 	ret = umn_get_watch(file, argp, &watch, &start, &end);
 	if (ret)
 		return ret;
+	/* A whole-address-space watch is one of its own, never moved. */
+	if (watch.flags & UMMUNOTIFY_WATCH_ALL)
+		return -EINVAL;
 	/* The result goes back after the change: fail on it now. */
 	if (copy_to_user(argp, &watch, sizeof(watch)))
 		return -EFAULT;
@@ -606,10 +611,11 @@ int umn_resize(struct umn_file *file, struct ummunotify_watch __user *argp)
 	mutex_lock(&file->regions_lock);
 	old = !umn_watching(file) ? ERR_PTR(-EINVAL) :
 	      umn_find_watch(file, watch.user_cookie);
+	if (!IS_ERR(old) && old->all)
+		old = ERR_PTR(-EINVAL);
 	new = IS_ERR(old) ? old :
 	      umn_alloc_region(file, watch.user_cookie,
-			       watch.causes ?: old->causes,
-			       watch.flags & UMMUNOTIFY_WATCH_ALL);
+			       watch.causes ?: old->causes, false);
 	if (!new)
 		new = ERR_PTR(-ENOMEM);
 	if (!IS_ERR(new)) {
@@ -793,7 +799,7 @@ static int umn_batch_get(struct umn_file *file,
 			 const struct ummunotify_watchv *v,
 			 struct umn_batch *batch)
 {
-	void __user *watches = u64_to_user_ptr(v->watch);
+	struct ummunotify_watch __user *watches = u64_to_user_ptr(v->watch);
 	size_t size = (size_t)v->nr_watch * sizeof(*batch->watches);
 	u32 i;
 	int ret;
@@ -808,8 +814,7 @@ static int umn_batch_get(struct umn_file *file,
 	if (put_user(0, &argp->done) ||
 	    copy_from_user(batch->cookies, u64_to_user_ptr(v->unwatch),
 			   (size_t)v->nr_unwatch * sizeof(u64)) ||
-	    copy_from_user(batch->watches, watches, size) ||
-	    (v->nr_unwatch && copy_to_user(watches, batch->watches, size)))
+	    copy_from_user(batch->watches, watches, size))
 		return -EFAULT;
 	for (i = 0; i < v->nr_watch; i++) {
 		ret = umn_watch_range(file, &batch->watches[i],
@@ -817,6 +822,9 @@ static int umn_batch_get(struct umn_file *file,
 				      &batch->ranges[i].end);
 		if (ret)
 			return ret;
+		if (v->nr_unwatch && umn_put_result(&watches[i],
+						    &batch->watches[i]))
+			return -EFAULT;
 	}
 	return 0;
 }
@@ -828,6 +836,7 @@ static int umn_batch_get(struct umn_file *file,
  */
 int umn_watchv(struct umn_file *file, struct ummunotify_watchv __user *argp)
 {
+	struct ummunotify_watch __user *results;
 	struct umn_batch batch;
 	struct ummunotify_watchv v;
 	struct ummunotify_watch *w;
@@ -840,6 +849,7 @@ int umn_watchv(struct umn_file *file, struct ummunotify_watchv __user *argp)
 	if (v.flags || v.done || v.nr_unwatch > UMN_WATCHV_MAX ||
 	    v.nr_watch > UMN_WATCHV_MAX)
 		return -EINVAL;
+	results = u64_to_user_ptr(v.watch);
 	ret = umn_batch_get(file, argp, &v, &batch);
 	if (!ret)
 		ret = umn_unwatch_all(file, batch.cookies, v.nr_unwatch,
@@ -859,15 +869,17 @@ int umn_watchv(struct umn_file *file, struct ummunotify_watchv __user *argp)
 	 * Hand the results back; should that fault, no watch stays (the
 	 * unwatches do) and done reads 0 as umn_batch_get() left it.
 	 */
-	if (made && copy_to_user(u64_to_user_ptr(v.watch), batch.watches,
-				 (size_t)made * sizeof(*batch.watches)))
-		faulted = true;
+	for (i = 0; i < made && !faulted; i++)
+		faulted = umn_put_result(&results[i], &batch.watches[i]);
 	if (!faulted && put_user(made, &argp->done))
 		faulted = true;
 	for (i = 0; i < made; i++)
 		umn_finish(file, batch.regions[i], faulted ? -EFAULT : 0, true);
 	if (faulted)
 		ret = -EFAULT;
+	/* A restart would find the cookies gone: say what happened. */
+	if (ret == -ERESTARTSYS && (v.nr_unwatch || made))
+		ret = -EINTR;
 	kvfree(batch.allocated);
 	return ret;
 }
