@@ -91,6 +91,8 @@
 #define MAX_FILES	(SHARED_FILES + MAX_THREADS)
 /* Live watches of one thread, so that per-user limits stay far away. */
 #define MAX_LIVE	48
+/* WATCH_ALL watches of one file (the module's UMN_MAX_ALL). */
+#define MAX_ALL		16
 #define MAX_FAILURES	8
 #define LOG_LINES	24
 
@@ -205,6 +207,7 @@ struct ufile {
 	__u64 *head;
 	atomic_bool used;		/* a watch or read() was tried */
 	atomic_int slotted;		/* watches holding a slot */
+	atomic_int alls;		/* WATCH_ALL watches */
 
 	pthread_mutex_t consume;	/* one consumer at a time */
 	bool garbage_head;		/* we wrote one: see op_ring() */
@@ -926,6 +929,7 @@ static void open_file(struct thread *t, int fi)
 	f->users = 1;
 	atomic_store(&f->used, false);
 	atomic_store(&f->slotted, 0);
+	atomic_store(&f->alls, 0);
 	memset(&f->p, 0, sizeof(f->p));
 	memset(f->gens, 0, GEN_TABLE * sizeof(*f->gens));
 	f->nr_gens = 0;
@@ -1215,7 +1219,7 @@ static void op_watch(struct thread *t)
 	int fi = pick_file(t);
 	struct ufile *f = use_file(fi);
 	bool native, all = false, dup = false;
-	bool ok_too = false, may_succeed, slotted = false;
+	bool ok_too = false, may_succeed, slotted = false, counted = false;
 	struct ummunotify_watch wa = { 0 };
 	struct ummunotify_register_ioctl ra = { 0 };
 	enum place pl = pick_place(t);
@@ -1316,6 +1320,20 @@ static void op_watch(struct thread *t)
 			ok_too = true;
 		}
 	}
+	if (may_succeed && all) {
+		/* 16 a file; shared files: other threads add theirs. */
+		int used = atomic_fetch_add(&f->alls, 1);
+
+		counted = true;
+		if (used >= MAX_ALL) {
+			errs = E(ENOSPC);
+			ok_too = false;
+		} else if (used + R.threads > MAX_ALL) {
+			errs |= E(ENOSPC);
+			ok_too = true;
+		}
+		may_succeed = !errs || ok_too;
+	}
 	if (may_succeed) {
 		w->causes = (native && wa.causes ? wa.causes :
 			     UMMUNOTIFY_CAUSES_DEFAULT) | CAUSE(RELEASE);
@@ -1339,6 +1357,7 @@ static void op_watch(struct thread *t)
 		atomic_store(&f->used, true);
 	if (ret == 0 && may_succeed) {
 		slotted = false;
+		counted = false;
 		t->watches++;
 		w->live = true;
 		t->live++;
@@ -1365,6 +1384,8 @@ static void op_watch(struct thread *t)
 out:
 	if (slotted)
 		atomic_fetch_sub(&f->slotted, 1);
+	if (counted)
+		atomic_fetch_sub(&f->alls, 1);
 	if (is_private(f) && !errs)
 		check_regions(t, f, fi);
 	put_file(f);
@@ -1376,6 +1397,8 @@ static void drop_watch(struct thread *t, struct watch *w, struct ufile *f)
 	t->live--;
 	if (w->has_slot)
 		atomic_fetch_sub(&f->slotted, 1);
+	if (w->all)
+		atomic_fetch_sub(&f->alls, 1);
 }
 
 /* UMMUNOTIFY_UNREGISTER_REGION of a live watch, an unknown cookie, or bad. */
@@ -1439,7 +1462,6 @@ static void op_resize(struct thread *t)
 	uint64_t errs = 0, start, end;
 	struct ufile *f;
 	__u64 gen_before = 0;
-	bool all;
 	int fi;
 	long ret;
 
@@ -1462,17 +1484,16 @@ static void op_resize(struct thread *t)
 		wa.flags = 1 + (__u32)below(&t->r, 3);
 	if (chance(&t->r, 3))
 		wa.reserved = 1;
-	/* WATCH_ALL (with no range) moves the watch to all of user space. */
-	all = wa.flags & UMMUNOTIFY_WATCH_ALL;
 	if (!w || wa.user_cookie != cookie_of(t, i) || !has_watch(f) ||
 	    wa.reserved || wa.causes & ~KNOWN_CAUSES ||
 	    wa.flags & ~UMMUNOTIFY_WATCH_ALL ||
-	    (all ? start || end : !range_ok(start, end)))
+	    (wa.flags & UMMUNOTIFY_WATCH_ALL) || !range_ok(start, end))
 		errs |= E(EINVAL);
-	if (all && !start && !end)
-		end = task_size;
 	/* A registration without a slot is a 2010 one: no RESIZE. */
 	if (w && !w->has_slot)
+		errs |= E(EINVAL);
+	/* Nor of a whole-address-space watch. */
+	if (w && w->all)
 		errs |= E(EINVAL);
 	if (pl == P_RO)
 		errs |= E(EFAULT);
@@ -1497,7 +1518,6 @@ static void op_resize(struct thread *t)
 	}
 	if (!errs) {
 		set_range(w, start, end);
-		w->all = all;
 		if (wa.causes)
 			w->causes = wa.causes | CAUSE(RELEASE);
 		if (w->slot_known && wa.slot != w->slot)
