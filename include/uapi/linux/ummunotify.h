@@ -113,8 +113,8 @@ struct ummunotify_params {
 		__u32	generations;	/* __u64[slots] */
 		__u32	head;		/* __u64 in the consumer page */
 		/*
-		 * __u64: invalidations started and not ended, counted from
-		 * the file's first WATCH_ALL watch on; 0: not provided.
+		 * __u64: invalidations started and not ended, counted while
+		 * the file has a WATCH_ALL watch; 0: not provided.
 		 */
 		__u32	in_flight;
 	} off;
@@ -139,8 +139,8 @@ struct ummunotify_ring_event {
  * UMMUNOTIFY_WATCHV: unregister nr_unwatch watches by cookie, then make
  * nr_watch watches, in one call.  Nothing changes unless every argument
  * (cookies included) is good; past that, the first watch the kernel
- * cannot make (ENOSPC, ENOMEM) stops the rest, the unwatches stay done,
- * and done says how many watches were made.
+ * cannot make (ENOSPC, ENOMEM; EINTR for a signal) stops the rest, the
+ * unwatches stay done, and done says how many watches were made.
  */
 struct ummunotify_watchv {
 	__u64	unwatch;	/* in: __u64 cookies[nr_unwatch] */
