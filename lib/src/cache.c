@@ -56,10 +56,12 @@
  * applied, which marks a pending entry it overlaps "changed"; the check
  * and the insertion into the tree happen under one hold of c->lock.  A
  * loss of events drops every entry and marks every pending one (flush:
- * nothing tells which changed).  The one window this cannot see is an
- * invalidation already under way in another thread when the registration
- * starts, whose event was applied before and whose pages go after reg()
- * pinned them; a per-range watch waits for such invalidations.
+ * nothing tells which changed).  An invalidation already under way in
+ * another thread when the registration begins has published its event
+ * (applied before, so it marks nothing) but may not have changed the page
+ * tables yet: reg() waits until the kernel's in_flight count reads 0
+ * once after the registration began, as a per-range WATCH waits for such
+ * invalidations; every later one publishes after the start and marks it.
  *
  * reg(), dereg() and the umn_*() calls run without c->lock; the order is
  * umn.lock (held while umn_drain() runs cache_event()) before c->lock.
@@ -620,6 +622,8 @@ static int entry_register(struct umn_cache *c, struct umn_entry *e,
 	}
 	if (ret)
 		return ret;
+	if (c->all)
+		umn__wait_invalidations(c->u);	/* after e->since: see the top */
 	ret = c->attr.reg(c->attr.arg, addr, len, &handle);
 	if (!ret) {
 		stat_add(c, registrations, 1);

@@ -131,6 +131,8 @@ struct umn {
 	uint64_t dropped_seen;		/* ... and reported */
 	const uint32_t *ring_mask;
 	const void *events;		/* struct ummunotify_ring_event[] */
+	const uint64_t *in_flight;	/* invalidations the kernel started and
+					 * has not finished; NULL: not given */
 
 	/* emulated */
 	const uint64_t *counter;	/* moves when a report is queued */
@@ -191,6 +193,11 @@ void umn__report_loss(struct umn *u, umn_event_fn *fn, void *arg,
 		      uint64_t value);
 /* umn_drain() reported a change of the whole-space watch, of generation. */
 void umn__all_reported(struct umn *u, uint64_t generation);
+/*
+ * Whole-space watch: wait until no invalidation the kernel published is
+ * still changing page tables (at once if it does not say).
+ */
+void umn__wait_invalidations(struct umn *u);
 int umn__add_map(struct umn *u, void *addr, size_t len, int prot,
 		 bool words);
 void umn__unmap_all(struct umn *u);

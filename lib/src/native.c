@@ -210,6 +210,9 @@ int umn__native_setup(struct umn *u, unsigned int features)
 	u->dropped_seen = load_acquire(*u->dropped);
 	u->ring_mask = (const uint32_t *)(shared + params.off.ring_mask);
 	u->events = shared + params.off.events;
+	/* Offset 0 is the counter's: a module without the word says 0. */
+	WRITE_ONCE(u->in_flight, params.off.in_flight ?
+		   (const uint64_t *)(shared + params.off.in_flight) : NULL);
 	u->head = (uint64_t *)(head_page + params.off.head);
 	u->features = features;
 	u->ops = &umn__native_ops;

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
@@ -221,6 +222,15 @@ static int umn_setup(struct umn *u)
 	if (ret || !u->has_all)
 		return ret;
 	return u->ops->watch(u, 0, 0, UMN_CAUSES_DEFAULT, &u->all);
+}
+
+void umn__wait_invalidations(struct umn *u)
+{
+	/* A forked child reads zeroes there until it reopens. */
+	const uint64_t *in_flight = READ_ONCE(u->in_flight);
+
+	while (in_flight && load_acquire(*in_flight))
+		sched_yield();
 }
 
 int umn__lock(struct umn *u)

@@ -547,6 +547,93 @@ static void test_whole_space_cache_overflow_flushes(void)
 }
 
 /*
+ * A whole-space miss waits, before reg(), for an invalidation another
+ * thread began earlier (its event is out) until its page tables changed
+ * (off.in_flight).  The other thread's MADV_DONTNEED of 256 MiB of
+ * populated small pages takes long enough under TCG to be met in the middle:
+ * without the wait, reg() finds some of those pages still mapped.
+ */
+static struct {
+	char *p;
+	size_t len;
+	unsigned int go;
+	size_t resident;	/* pages of p mapped when reg() ran */
+} inflight;
+
+static void *inflight_dontneed(void *arg)
+{
+	(void)arg;
+	while (!__atomic_load_n(&inflight.go, __ATOMIC_ACQUIRE))
+		;
+	CHECK(!madvise(inflight.p, inflight.len, MADV_DONTNEED));
+	return NULL;
+}
+
+static int inflight_reg(void *arg, void *addr, size_t len, void **handle)
+{
+	size_t i, n = inflight.len / ps;
+	unsigned char *vec = malloc(n);
+
+	(void)arg;
+	(void)addr;
+	(void)len;
+	CHECK(vec);
+	CHECK(!mincore(inflight.p, inflight.len, vec));
+	inflight.resident = 0;
+	for (i = 0; i < n; i++)
+		inflight.resident += vec[i] & 1;
+	free(vec);
+	*handle = NULL;
+	return 0;
+}
+
+static void inflight_dereg(void *arg, void *addr, size_t len, void *handle)
+{
+	(void)arg;
+	(void)addr;
+	(void)len;
+	(void)handle;
+}
+
+static void test_whole_space_miss_waits_for_an_invalidation_in_flight(void)
+{
+	struct umn_cache_attr attr = {
+		.reg = inflight_reg,
+		.dereg = inflight_dereg,
+	};
+	char *small = guarded_pages(1);
+	struct umn_cache_entry *e;
+	struct umn_cache *c;
+	pthread_t t;
+	struct umn *u;
+
+	if (!whole_space())
+		return;
+	inflight.len = 256UL << 20;
+	inflight.p = mmap(NULL, inflight.len, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(inflight.p != MAP_FAILED);
+	/* Small pages: a huge page's zap is one entry, over at once. */
+	CHECK(!madvise(inflight.p, inflight.len, MADV_NOHUGEPAGE));
+	memset(inflight.p, 1, inflight.len);
+	u = open_umn();
+	CHECK_EQ(umn_cache_create(u, &attr, &c), 0);
+	CHECK_EQ(pthread_create(&t, NULL, inflight_dontneed, NULL), 0);
+	CHECK(umn_cache_drain(c) >= 0);
+	CHECK(umn_valid(u, umn_watch_all(u)));
+	__atomic_store_n(&inflight.go, 1, __ATOMIC_RELEASE);
+	/* Its event is out: the invalidation has begun. */
+	while (umn_valid(u, umn_watch_all(u)))
+		;
+	CHECK_EQ(umn_cache_get(c, small, ps, &e), 0);
+	CHECK_EQ(inflight.resident, 0);
+	umn_cache_put(c, e);
+	CHECK_EQ(pthread_join(t, NULL), 0);
+	CHECK_EQ(umn_cache_destroy(c), 0);
+	CHECK_EQ(umn_close(u), 0);
+}
+
+/*
  * The child's cache starts from nothing and watches the child's space;
  * the parent's keeps its entry and still sees its own changes.
  */
@@ -612,6 +699,7 @@ static const struct {
 	T(test_whole_space_cache_under_concurrent_replacement),
 	T(test_whole_space_cache_overflow_flushes),
 	T(test_whole_space_cache_in_a_forked_child),
+	T(test_whole_space_miss_waits_for_an_invalidation_in_flight),
 #undef T
 };
 
