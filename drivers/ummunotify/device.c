@@ -472,7 +472,11 @@ static void __exit umn_exit(void)
 	misc_deregister(&umn_misc);
 	/* The last teardown may still be returning from module_put(). */
 	destroy_workqueue(umn_release_wq);
-	/* The last WATCH_ALL notifiers are freed after SRCU: not our code. */
+	/*
+	 * Each WATCH_ALL notifier holds the module until its SRCU callback
+	 * frees it; that callback's return, after module_put(), is covered
+	 * by the grace periods waited for here and by module unloading.
+	 */
 	mmu_notifier_synchronize();
 	umn_pressure_exit();
 	kmem_cache_destroy(umn_file_cache);

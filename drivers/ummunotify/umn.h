@@ -135,11 +135,13 @@ struct umn_area {
  *			process group
  * @release_work:	the teardown of a file another process closed last
  * @notifier_ops:	the file's own, so that a region finds its file
- * @all_lock:		serialises joining and leaving @all_mm, and @nr_all
+ * @all_lock:		serialises joining and leaving @all_mm, @nr_all and
+ *			@all_holds
  * @all_mm:		the address space's notifier of WATCH_ALL files,
  *			while the file has whole-address-space watches
  * @all_file_node:	in the files of @all_mm; under its lock
  * @nr_all:		whole-address-space watches
+ * @all_holds:		WATCHVs keeping the file joined meanwhile
  * @all_regions:	whole-address-space watches; under @lock
  * @in_flight:		invalidations started and not ended, while the
  *			file is joined to @all_mm (0 otherwise); in @header
@@ -193,6 +195,7 @@ struct umn_file {
 	struct umn_all_mm *all_mm;
 	struct list_head all_file_node;
 	unsigned int nr_all;
+	unsigned int all_holds;
 	struct list_head all_regions;
 	atomic64_t *in_flight;
 };
@@ -334,7 +337,10 @@ void umn_remove_all(struct umn_file *file);
 
 /* watch_all.c */
 void umn_all_init(struct umn_file *file);
-int umn_all_start(struct umn_file *file, struct umn_region *region);
+int umn_all_start(struct umn_file *file, struct umn_region *region,
+		  bool restartable);
+int umn_all_hold(struct umn_file *file);
+void umn_all_unhold(struct umn_file *file);
 void umn_all_remove(struct umn_file *file, struct umn_region *region);
 
 /* ring.c */

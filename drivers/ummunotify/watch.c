@@ -346,15 +346,16 @@ out_free:
  * Start @region's notifier over [@start, @end).  Without regions_lock:
  * this takes mmap_lock and waits for the address space's running
  * invalidations, which must not hold up the file's other ioctls and
- * read() behind a busy process.
+ * read() behind a busy process.  A signal ends the wait only if the call
+ * can start again (@restartable: it changed nothing yet).
  */
 static int umn_start(struct umn_file *file, struct umn_region *region,
-		     u64 start, u64 end)
+		     u64 start, u64 end, bool restartable)
 {
 	int ret;
 
 	if (region->all)
-		return umn_all_start(file, region);
+		return umn_all_start(file, region, restartable);
 	ret = mmu_interval_notifier_insert(&region->notifier, file->mm, start,
 					   end - start, &file->notifier_ops);
 	/*
@@ -483,7 +484,7 @@ int umn_register(struct umn_file *file,
 		ret = PTR_ERR(region);
 	} else {
 		slot = region->slot;
-		ret = umn_start(file, region, args.start, args.end);
+		ret = umn_start(file, region, args.start, args.end, true);
 		umn_finish(file, region, ret, !ret);
 	}
 	trace_ummunotify_register(args.user_cookie, args.start, args.end,
@@ -514,7 +515,7 @@ static int umn_get_watch(struct umn_file *file,
  */
 static struct umn_region *umn_make(struct umn_file *file,
 				   struct ummunotify_watch *watch,
-				   u64 start, u64 end)
+				   u64 start, u64 end, bool restartable)
 {
 	struct umn_region *region;
 	int ret;
@@ -529,7 +530,7 @@ static struct umn_region *umn_make(struct umn_file *file,
 	if (IS_ERR(region))
 		return region;
 	watch->slot = region->slot;
-	ret = umn_start(file, region, start, end);
+	ret = umn_start(file, region, start, end, restartable);
 	if (ret) {
 		umn_finish(file, region, ret, false);
 		return ERR_PTR(ret);
@@ -560,7 +561,7 @@ int umn_watch(struct umn_file *file, struct ummunotify_watch __user *argp)
 	if (ret)
 		return ret;
 	watch.slot = UMMUNOTIFY_NO_SLOT;
-	region = umn_make(file, &watch, start, end);
+	region = umn_make(file, &watch, start, end, true);
 	ret = PTR_ERR_OR_ZERO(region);
 	if (!ret) {
 		if (umn_put_result(argp, &watch))
@@ -631,7 +632,7 @@ int umn_resize(struct umn_file *file, struct ummunotify_watch __user *argp)
 	if (IS_ERR(new))
 		return PTR_ERR(new);
 
-	ret = umn_start(file, new, start, end);
+	ret = umn_start(file, new, start, end, true);
 
 	mutex_lock(&file->regions_lock);
 	old->pending = false;
@@ -829,6 +830,17 @@ static int umn_batch_get(struct umn_file *file,
 	return 0;
 }
 
+/* Whether the batch has whole-address-space watches. */
+static bool umn_batch_all(const struct umn_batch *batch, u32 nr_watch)
+{
+	u32 i;
+
+	for (i = 0; i < nr_watch; i++)
+		if (batch->watches[i].flags & UMMUNOTIFY_WATCH_ALL)
+			return true;
+	return false;
+}
+
 /*
  * UMMUNOTIFY_WATCHV: the unwatches, then the watches, in one call.  The
  * first watch that fails stops the rest: done says how many were made,
@@ -840,7 +852,7 @@ int umn_watchv(struct umn_file *file, struct ummunotify_watchv __user *argp)
 	struct umn_batch batch;
 	struct ummunotify_watchv v;
 	struct ummunotify_watch *w;
-	bool faulted = false;
+	bool faulted = false, held;
 	u32 i, made = 0;
 	int ret;
 
@@ -851,6 +863,15 @@ int umn_watchv(struct umn_file *file, struct ummunotify_watchv __user *argp)
 		return -EINVAL;
 	results = u64_to_user_ptr(v.watch);
 	ret = umn_batch_get(file, argp, &v, &batch);
+	/*
+	 * Joining the address space's notifier can take a signal: do it
+	 * while nothing changed, so that the call starts again unseen.
+	 */
+	held = !ret && umn_batch_all(&batch, v.nr_watch);
+	if (held) {
+		ret = umn_all_hold(file);
+		held = !ret;
+	}
 	if (!ret)
 		ret = umn_unwatch_all(file, batch.cookies, v.nr_unwatch,
 				      batch.regions, batch.watches,
@@ -859,12 +880,19 @@ int umn_watchv(struct umn_file *file, struct ummunotify_watchv __user *argp)
 		w = &batch.watches[i];
 		w->slot = UMMUNOTIFY_NO_SLOT;
 		batch.regions[i] = umn_make(file, w, batch.ranges[i].start,
-					    batch.ranges[i].end);
+					    batch.ranges[i].end,
+					    !v.nr_unwatch && !made);
 		ret = PTR_ERR_OR_ZERO(batch.regions[i]);
 		made += !ret;
 		trace_ummunotify_register(w->user_cookie, batch.ranges[i].start,
 					  batch.ranges[i].end, w->slot, ret);
+		/* Up to 1024 watches, each of which may wait. */
+		if (!ret && fatal_signal_pending(current))
+			ret = -EINTR;
+		cond_resched();
 	}
+	if (held)
+		umn_all_unhold(file);
 	/*
 	 * Hand the results back; should that fault, no watch stays (the
 	 * unwatches do) and done reads 0 as umn_batch_get() left it.
@@ -877,7 +905,11 @@ int umn_watchv(struct umn_file *file, struct ummunotify_watchv __user *argp)
 		umn_finish(file, batch.regions[i], faulted ? -EFAULT : 0, true);
 	if (faulted)
 		ret = -EFAULT;
-	/* A restart would find the cookies gone: say what happened. */
+	/*
+	 * Only the first interval notifier of the address space, registered
+	 * under mm_take_all_locks(), can still take a signal once something
+	 * changed; a restart would find the cookies gone.
+	 */
 	if (ret == -ERESTARTSYS && (v.nr_unwatch || made))
 		ret = -EINTR;
 	kvfree(batch.allocated);

@@ -138,10 +138,13 @@ static void umn_all_release(struct mmu_notifier *notifier,
 	struct umn_file *file;
 
 	spin_lock(&all->lock);
-	list_for_each_entry(file, &all->files, all_file_node)
+	list_for_each_entry(file, &all->files, all_file_node) {
+		/* An invalidation the exit overtook never ends here. */
+		atomic64_set(file->in_flight, 0);
 		if (umn_all_report(file, 0, file->task_size,
 				   UMMUNOTIFY_CAUSE_RELEASE))
 			umn_wake(file);
+	}
 	spin_unlock(&all->lock);
 	/* Allowed here: unhashing is RCU-safe, the free waits for SRCU. */
 	if (all->kept)
@@ -269,9 +272,11 @@ static bool umn_all_moved(struct umn_all_mm *all, unsigned long epoch)
  * joining may take mmap_lock and every lock of the address space's rmaps.
  * Like mmu_interval_read_begin() for a range, returns once the
  * invalidations already running, which did not see @region, are over;
- * or, on a signal, with @region removed (-ERESTARTSYS).
+ * or, on a signal, with @region removed: -ERESTARTSYS if the call may
+ * start again (@restartable), or else -EINTR on a fatal one only.
  */
-int umn_all_start(struct umn_file *file, struct umn_region *region)
+int umn_all_start(struct umn_file *file, struct umn_region *region,
+		  bool restartable)
 {
 	unsigned long epoch = 0;
 	struct umn_all_mm *all;
@@ -300,12 +305,41 @@ int umn_all_start(struct umn_file *file, struct umn_region *region)
 	if (wait)
 		epoch = all->epoch;
 	spin_unlock(&all->lock);
-	if (wait &&
-	    wait_event_interruptible(all->idle, umn_all_moved(all, epoch))) {
+	if (!wait)
+		return 0;
+	ret = restartable ?
+	      wait_event_interruptible(all->idle, umn_all_moved(all, epoch)) :
+	      wait_event_killable(all->idle, umn_all_moved(all, epoch));
+	if (ret) {
 		umn_all_remove(file, region);
-		return -ERESTARTSYS;
+		return restartable ? -ERESTARTSYS : -EINTR;
 	}
 	return 0;
+}
+
+/*
+ * Join the notifier for a WATCHV to come, before it changes anything:
+ * its whole-address-space watches then cannot fail to join.
+ */
+int umn_all_hold(struct umn_file *file)
+{
+	int ret = 0;
+
+	mutex_lock(&file->all_lock);
+	if (!file->all_mm)
+		ret = umn_all_join(file);
+	if (!ret)
+		file->all_holds++;
+	mutex_unlock(&file->all_lock);
+	return ret;
+}
+
+void umn_all_unhold(struct umn_file *file)
+{
+	mutex_lock(&file->all_lock);
+	if (!--file->all_holds && !file->nr_all)
+		umn_all_leave(file);
+	mutex_unlock(&file->all_lock);
 }
 
 /*
@@ -319,7 +353,7 @@ void umn_all_remove(struct umn_file *file, struct umn_region *region)
 	list_del(&region->all_node);
 	spin_unlock(&file->lock);
 	mutex_lock(&file->all_lock);
-	if (!--file->nr_all)
+	if (!--file->nr_all && !file->all_holds)
 		umn_all_leave(file);
 	mutex_unlock(&file->all_lock);
 }

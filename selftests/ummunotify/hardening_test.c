@@ -987,7 +987,8 @@ TEST_F(owner, sigio_with_f_setsig_is_not_sent_from_the_notifier)
  * life of an address space, however often a process opens a file, watches
  * everything and closes it.  A kprobe counts a fresh child's calls; the
  * module's reference count shows the notifier kept while the child lives
- * and gone after it.
+ * and gone after it (nothing else may use the module meanwhile: the
+ * guest runs one test program at a time).
  */
 #define TAKE_ALL_LOCKS	"umn_hardening/take_all_locks"
 #define WATCH_ALL_LOOPS	20
@@ -1024,8 +1025,8 @@ TEST_F(bare, watch_all_in_a_loop_registers_the_notifier_once)
 
 	if (access(TRACING "trace", F_OK))
 		ASSERT_EQ(0, mount("tracefs", TRACING, "tracefs", 0, NULL));
-	if (write_file(TRACING "kprobe_events",
-		       "p:" TAKE_ALL_LOCKS " mm_take_all_locks"))
+	if (append_file(TRACING "kprobe_events",
+			"p:" TAKE_ALL_LOCKS " mm_take_all_locks"))
 		SKIP(return, "no kprobe on mm_take_all_locks: %s",
 		     strerror(errno));
 	ASSERT_LE(0, refs);
@@ -1066,7 +1067,7 @@ TEST_F(bare, watch_all_in_a_loop_registers_the_notifier_once)
 	for (i = 0; i < 500 && module_refs() != refs; i++)
 		usleep(10000);
 	EXPECT_EQ(refs, module_refs());
-	EXPECT_EQ(0, write_file(TRACING "kprobe_events", ""));
+	EXPECT_EQ(0, append_file(TRACING "kprobe_events", "-:" TAKE_ALL_LOCKS));
 }
 
 int main(int argc, char **argv)

@@ -8,10 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
-/* TEXT in one write(), as these files want; 0, or -1 with errno set. */
-static inline int write_file(const char *path, const char *text)
+static inline int write_text(const char *path, int flags, const char *text)
 {
-	int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	int fd = open(path, O_WRONLY | flags | O_CLOEXEC);
 	ssize_t n;
 	int err;
 
@@ -22,6 +21,18 @@ static inline int write_file(const char *path, const char *text)
 	close(fd);
 	errno = err;
 	return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+/* TEXT in one write(), as these files want; 0, or -1 with errno set. */
+static inline int write_file(const char *path, const char *text)
+{
+	return write_text(path, O_TRUNC, text);
+}
+
+/* The same, added to what the file has (kprobe_events). */
+static inline int append_file(const char *path, const char *text)
+{
+	return write_text(path, O_APPEND, text);
 }
 
 /* The file's start in BUF, NUL-terminated; 0, or -1 with errno set. */
