@@ -21,11 +21,28 @@
 #ifndef UMN_INTERNAL_H
 #define UMN_INTERNAL_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/ioctl.h>
 
 #include "ummunotify.h"
+
+/*
+ * ioctl() of a call that changes nothing when a signal interrupts it
+ * (WATCH, RESIZE, REGISTER_REGION): a handler without SA_RESTART must
+ * not fail the caller's registration.  0 or -errno.
+ */
+static inline int umn__ioctl_restart(int fd, unsigned long request, void *arg)
+{
+	int ret;
+
+	do
+		ret = ioctl(fd, request, arg) ? -errno : 0;
+	while (ret == -EINTR);
+	return ret;
+}
 
 #define READ_ONCE(x)		__atomic_load_n(&(x), __ATOMIC_RELAXED)
 #define WRITE_ONCE(x, v)	__atomic_store_n(&(x), (v), __ATOMIC_RELAXED)

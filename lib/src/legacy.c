@@ -47,7 +47,7 @@ static int legacy_add(struct umn *u, uint64_t cookie, uint64_t start,
 	 */
 	if (start == end)
 		return -EOPNOTSUPP;
-	return ioctl(u->fd, UMMUNOTIFY_REGISTER_REGION, &arg) ? -errno : 0;
+	return umn__ioctl_restart(u->fd, UMMUNOTIFY_REGISTER_REGION, &arg);
 }
 
 static int legacy_remove(struct umn *u, uint64_t cookie)

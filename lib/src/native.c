@@ -24,9 +24,11 @@ static int native_watch(struct umn *u, uint64_t start, uint64_t end,
 		.causes = causes,
 		.flags = start == end ? UMMUNOTIFY_WATCH_ALL : 0,
 	};
+	int ret;
 
-	if (ioctl(u->fd, UMMUNOTIFY_WATCH, &arg))
-		return -errno;
+	ret = umn__ioctl_restart(u->fd, UMMUNOTIFY_WATCH, &arg);
+	if (ret)
+		return ret;
 	if (arg.slot >= u->nr_slots) {
 		/* Not a slot we mapped: never trust it with a pointer. */
 		ioctl(u->fd, UMMUNOTIFY_UNREGISTER_REGION, &arg.user_cookie);
@@ -65,7 +67,7 @@ static int native_resize(struct umn *u, struct umn_watch *w, uint64_t start,
 		.user_cookie = w->cookie,
 	};
 
-	return ioctl(u->fd, UMMUNOTIFY_RESIZE, &arg) ? -errno : 0;
+	return umn__ioctl_restart(u->fd, UMMUNOTIFY_RESIZE, &arg);
 }
 
 /* Translate a ring entry; false if it is for a watch that is gone. */

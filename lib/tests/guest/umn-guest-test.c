@@ -15,8 +15,10 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/time.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -634,6 +636,65 @@ static void test_whole_space_miss_waits_for_an_invalidation_in_flight(void)
 }
 
 /*
+ * A whole-space open waits for the invalidations running, and a signal
+ * ends that wait: with a handler without SA_RESTART (an MPI progress
+ * timer, say), the kernel's WATCH fails with EINTR, having changed
+ * nothing.  The library calls it again: umn_open() does not fail.
+ */
+#define SIGNALLED_SECONDS	3
+
+static struct {
+	char *p;
+	size_t len;
+	int stop;
+} churn;
+
+static void *churn_dontneed(void *arg)
+{
+	(void)arg;
+	while (!__atomic_load_n(&churn.stop, __ATOMIC_ACQUIRE)) {
+		memset(churn.p, 1, churn.len);
+		CHECK(!madvise(churn.p, churn.len, MADV_DONTNEED));
+	}
+	return NULL;
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+}
+
+static void test_whole_space_open_is_not_failed_by_a_signal(void)
+{
+	struct sigaction sa = { .sa_handler = on_alarm };
+	struct itimerval tick = { .it_interval.tv_usec = 200,
+				  .it_value.tv_usec = 200 };
+	struct itimerval off = { 0 };
+	time_t end = time(NULL) + SIGNALLED_SECONDS;
+	unsigned int opens = 0;
+	pthread_t t;
+
+	if (!whole_space())
+		return;
+	churn.len = 16UL << 20;
+	churn.p = mmap(NULL, churn.len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(churn.p != MAP_FAILED);
+	CHECK(!madvise(churn.p, churn.len, MADV_NOHUGEPAGE));
+	CHECK(!sigaction(SIGALRM, &sa, NULL));
+	CHECK_EQ(pthread_create(&t, NULL, churn_dontneed, NULL), 0);
+	CHECK(!setitimer(ITIMER_REAL, &tick, NULL));
+	while (time(NULL) < end) {
+		CHECK_EQ(umn_close(open_umn()), 0);
+		opens++;
+	}
+	CHECK(!setitimer(ITIMER_REAL, &off, NULL));
+	__atomic_store_n(&churn.stop, 1, __ATOMIC_RELEASE);
+	CHECK_EQ(pthread_join(t, NULL), 0);
+	printf("# %u whole-space opens under a 200 us timer\n", opens);
+}
+
+/*
  * The child's cache starts from nothing and watches the child's space;
  * the parent's keeps its entry and still sees its own changes.
  */
@@ -700,6 +761,7 @@ static const struct {
 	T(test_whole_space_cache_overflow_flushes),
 	T(test_whole_space_cache_in_a_forked_child),
 	T(test_whole_space_miss_waits_for_an_invalidation_in_flight),
+	T(test_whole_space_open_is_not_failed_by_a_signal),
 #undef T
 };
 
