@@ -18,7 +18,7 @@
  */
 
 #include <linux/atomic.h>
-#include <linux/mmap_lock.h>
+#include <linux/mm.h>
 #include <linux/mmu_notifier.h>
 #include <linux/module.h>
 #include <linux/slab.h>
