@@ -639,22 +639,29 @@ static void test_whole_space_miss_waits_for_an_invalidation_in_flight(void)
  * A whole-space open waits for the invalidations running, and a signal
  * ends that wait: with a handler without SA_RESTART (an MPI progress
  * timer, say), the kernel's WATCH fails with EINTR, having changed
- * nothing.  The library calls it again: umn_open() does not fail.
+ * nothing.  The library calls it again: umn_open() does not fail.  A
+ * thread keeps truncating a mapped file meanwhile.
  */
 #define SIGNALLED_SECONDS	3
 
 static struct {
 	char *p;
 	size_t len;
+	int fd;
 	int stop;
 } churn;
 
-static void *churn_dontneed(void *arg)
+/*
+ * Truncation zaps the pages under the file's rmap lock, not mmap_lock:
+ * its invalidations run while the open joins the notifier.
+ */
+static void *churn_truncate(void *arg)
 {
 	(void)arg;
 	while (!__atomic_load_n(&churn.stop, __ATOMIC_ACQUIRE)) {
 		memset(churn.p, 1, churn.len);
-		CHECK(!madvise(churn.p, churn.len, MADV_DONTNEED));
+		CHECK(!ftruncate(churn.fd, 0));
+		CHECK(!ftruncate(churn.fd, churn.len));
 	}
 	return NULL;
 }
@@ -676,13 +683,15 @@ static void test_whole_space_open_is_not_failed_by_a_signal(void)
 
 	if (!whole_space())
 		return;
-	churn.len = 16UL << 20;
-	churn.p = mmap(NULL, churn.len, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	churn.len = 64UL << 20;
+	churn.fd = memfd_create("churn", MFD_CLOEXEC);
+	CHECK(churn.fd >= 0);
+	CHECK(!ftruncate(churn.fd, churn.len));
+	churn.p = mmap(NULL, churn.len, PROT_READ | PROT_WRITE, MAP_SHARED,
+		       churn.fd, 0);
 	CHECK(churn.p != MAP_FAILED);
-	CHECK(!madvise(churn.p, churn.len, MADV_NOHUGEPAGE));
 	CHECK(!sigaction(SIGALRM, &sa, NULL));
-	CHECK_EQ(pthread_create(&t, NULL, churn_dontneed, NULL), 0);
+	CHECK_EQ(pthread_create(&t, NULL, churn_truncate, NULL), 0);
 	CHECK(!setitimer(ITIMER_REAL, &tick, NULL));
 	while (time(NULL) < end) {
 		CHECK_EQ(umn_close(open_umn()), 0);
@@ -691,6 +700,8 @@ static void test_whole_space_open_is_not_failed_by_a_signal(void)
 	CHECK(!setitimer(ITIMER_REAL, &off, NULL));
 	__atomic_store_n(&churn.stop, 1, __ATOMIC_RELEASE);
 	CHECK_EQ(pthread_join(t, NULL), 0);
+	CHECK(!munmap(churn.p, churn.len));
+	CHECK(!close(churn.fd));
 	printf("# %u whole-space opens under a 200 us timer\n", opens);
 }
 
