@@ -79,7 +79,7 @@ $(B)/$(1)/ummunotify.ko: $(MODULE_DEPS) $(wildcard $(call kdir,$(1))/Module.symv
 	@mkdir -p $(B)/$(1)/tree/drivers/ummunotify
 	@$$(foreach f,$(MODULE_FILES),ln -sfn $(TOP)/$$(f) $(B)/$(1)/tree/$$(f);)
 	@ln -sfn $(TOP)/include $(B)/$(1)/tree/include
-	+$(call kbuild,$(1)) M=$(B)/$(1)/tree W=1 modules
+	+$(call kbuild,$(1)) M=$(B)/$(1)/tree W=1 UMN_VERSION=$(VERSION) modules
 	cp $(B)/$(1)/tree/drivers/ummunotify/ummunotify.ko $$@
 modules: $(B)/$(1)/ummunotify.ko
 endef

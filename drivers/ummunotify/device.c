@@ -490,3 +490,4 @@ module_exit(umn_exit);
 MODULE_DESCRIPTION("User-space notification of MMU invalidations");
 MODULE_AUTHOR("The ummunotify developers");
 MODULE_LICENSE("GPL");
+MODULE_VERSION(UMN_VERSION);
