@@ -83,6 +83,7 @@ out=$(FI_PROVIDER_PATH=$root/lib/libfabric "$build/consumer-ofi" 2>&1) ||
 	fail "the program failed: $out"
 [ "$(echo "$out" | grep -c 'not imported (no /dev/ummunotify)')" = 1 ] ||
 	fail "expected one line about the missing device, got: $out"
+command -v fi_info >/dev/null || fail "no fi_info (libfabric-bin) to list the providers"
 list=$(FI_PROVIDER_PATH=$root/lib/libfabric fi_info -l 2>/dev/null) || true
 case $list in
 *ummunotify*) fail "fi_info -l lists ummunotify with nothing imported" ;;
