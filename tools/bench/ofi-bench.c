@@ -7,6 +7,8 @@
  *
  *   monitor  -   ummunotify, or libfabric's (its own)
  *   hit      ns  fi_mr_reg() + fi_close() of a cached registration
+ *   hit-misses - the monitor's subscribes, refusals and stale entries in
+ *                the hit loop, all 0 (ummunotify only; else it fails)
  *   loop4k   us  mmap, touch, fi_mr_reg(), fi_close(), munmap: 4 KiB
  *   loop1m   us  the same, 1 MiB
  *
@@ -86,7 +88,7 @@ int main(void)
 		size_t len;
 		int iters;
 	} loops[] = { { "loop4k", 4096, 400 }, { "loop1m", 1 << 20, 40 } };
-	struct umn_ofi_stats s;
+	struct umn_ofi_stats s, after;
 	struct fab f;
 	char *buf;
 	int ret;
@@ -104,6 +106,19 @@ int main(void)
 	umn_ofi_stats(&s, sizeof(s));
 	printf("monitor - %s\n", s.started ? "ummunotify" : "libfabric's");
 	printf("hit ns %.1f\n", hit_ns(&f, buf, 20000));
+	if (s.started) {
+		/* Each hit is valid() alone: a subscribe is a miss. */
+		umn_ofi_stats(&after, sizeof(after));
+		printf("hit-misses - %llu subscribes, %llu refused, %llu stale\n",
+		       (unsigned long long)(after.subscribes - s.subscribes),
+		       (unsigned long long)(after.refused - s.refused),
+		       (unsigned long long)(after.stale - s.stale));
+		if (!after.started || after.subscribes != s.subscribes ||
+		    after.refused != s.refused || after.stale != s.stale) {
+			fprintf(stderr, "ofi-bench: the hit loop was not all cache hits on the ummunotify monitor\n");
+			return 1;
+		}
+	}
 	for (i = 0; i < sizeof(loops) / sizeof(loops[0]); i++) {
 		loop_us(&f, loops[i].len, loops[i].iters / 10);
 		printf("%s us %.2f\n", loops[i].name,
