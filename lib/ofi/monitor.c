@@ -478,6 +478,7 @@ static int by_start(const void *a, const void *b)
 static void run_retirements(void)
 {
 	uint32_t i, j, n;
+	bool stopping;
 	uint64_t end;
 
 	pthread_mutex_lock(&mon.lock);
@@ -495,6 +496,16 @@ static void run_retirements(void)
 		for (j = i + 1; j < n && mon.batch[j].start <= end; j++)
 			if (mon.batch[j].end > end)
 				end = mon.batch[j].end;
+		/*
+		 * Once stop() ran no cache is on libfabric's list, and the
+		 * mm_list_rwlock notify() takes may be held by a domain
+		 * open that waits for the lock stop()'s caller holds.
+		 */
+		pthread_mutex_lock(&mon.lock);
+		stopping = mon.stopping;
+		pthread_mutex_unlock(&mon.lock);
+		if (stopping)
+			continue;
 		mon.fid.import_ops->notify(&mon.fid,
 					   (void *)(uintptr_t)mon.batch[i].start,
 					   end - mon.batch[i].start);
@@ -502,8 +513,9 @@ static void run_retirements(void)
 	}
 	pthread_mutex_unlock(&mon.notify_lock);
 
+	/* Once stopping, stop() freed every watch. */
 	pthread_mutex_lock(&mon.lock);
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n && !mon.stopping; i++)
 		watch_free(&mon.watches[mon.batch[i].n]);
 	pthread_mutex_unlock(&mon.lock);
 }
@@ -719,12 +731,64 @@ static int mon_open(void)
 	return 0;
 }
 
+/*
+ * Nothing relies on any watch, the next start() starts afresh.
+ * libfabric calls stop() holding its mm_state_lock, which a domain open
+ * holding mm_list_rwlock for writing may be waiting for, while the
+ * thread waits for that rwlock in notify(): stop() does not wait for the
+ * thread, which then notifies and frees nothing more.
+ */
+static void mon_stop_thread(void)
+{
+	struct mon_watch *mw;
+
+	pthread_mutex_lock(&mon.lock);
+	mon.wanted = false;
+	if (mon.alive) {
+		mon.stopping = true;
+		kick();
+	} else {
+		WRITE_ONCE(mon.failed, false);
+	}
+	for (mw = mon.watches; mw < mon.watches + mon.max; mw++)
+		if (mw->len)
+			watch_free(mw);
+	mon.queued = 0;
+	pthread_mutex_unlock(&mon.lock);
+	WRITE_ONCE(mon.stats.started, false);
+}
+
+/*
+ * Join a stopped thread, at start() (add_cache released mm_list_rwlock
+ * before) and at the import's close; open_lock makes them take turns.
+ */
+static void mon_reap(void)
+{
+	bool stopped;
+
+	pthread_mutex_lock(&mon.open_lock);
+	pthread_mutex_lock(&mon.lock);
+	stopped = mon.alive && mon.stopping;
+	pthread_mutex_unlock(&mon.lock);
+	if (stopped) {
+		pthread_join(mon.thread, NULL);
+		pthread_mutex_lock(&mon.lock);
+		close(mon.kick_fd);
+		mon.kick_fd = -1;
+		mon.alive = false;
+		WRITE_ONCE(mon.failed, false);
+		pthread_mutex_unlock(&mon.lock);
+	}
+	pthread_mutex_unlock(&mon.open_lock);
+}
+
 static int mon_start(struct fid_mem_monitor *monitor)
 {
 	static bool said;
 	int ret;
 
 	(void)monitor;
+	mon_reap();
 	pthread_mutex_lock(&mon.open_lock);
 	ret = mon.u ? 0 : mon_open();
 	pthread_mutex_unlock(&mon.open_lock);
@@ -748,38 +812,6 @@ static int mon_start(struct fid_mem_monitor *monitor)
 	return 0;
 }
 
-/* Also when the import is closed: join the thread, drop every watch. */
-static void mon_stop_all(void)
-{
-	struct mon_watch *mw;
-	bool alive;
-
-	pthread_mutex_lock(&mon.lock);
-	mon.wanted = false;
-	alive = mon.alive;
-	if (alive) {
-		mon.stopping = true;
-		kick();
-	}
-	pthread_mutex_unlock(&mon.lock);
-	if (alive)
-		pthread_join(mon.thread, NULL);
-
-	pthread_mutex_lock(&mon.lock);
-	if (mon.kick_fd >= 0)
-		close(mon.kick_fd);
-	mon.kick_fd = -1;
-	mon.alive = false;
-	/* Nothing relies on a watch now: the next start() starts afresh. */
-	WRITE_ONCE(mon.failed, false);
-	for (mw = mon.watches; mw < mon.watches + mon.max; mw++)
-		if (mw->len)
-			watch_free(mw);
-	mon.queued = 0;
-	pthread_mutex_unlock(&mon.lock);
-	WRITE_ONCE(mon.stats.started, false);
-}
-
 /* import_lock held. */
 static void close_import(void)
 {
@@ -793,12 +825,15 @@ static void close_import(void)
 static void mon_stop(struct fid_mem_monitor *monitor)
 {
 	(void)monitor;
-	mon_stop_all();
+	mon_stop_thread();
 	FI_INFO(&umn_ofi__prov, FI_LOG_MR,
 		"ummunotify memory monitor stopped\n");
 	pthread_mutex_lock(&mon.import_lock);
-	if (mon.close_pending)
+	if (mon.close_pending) {
+		/* After fi_fini(): no domain opens now, nothing starts again. */
+		mon_reap();
 		close_import();
+	}
 	pthread_mutex_unlock(&mon.import_lock);
 }
 
@@ -882,7 +917,8 @@ void umn_ofi__close(void)
 			FI_INFO(&umn_ofi__prov, FI_LOG_MR,
 				"a cache still uses the ummunotify memory monitor: its last stop() closes the import\n");
 		} else {
-			mon_stop_all();
+			mon_stop_thread();
+			mon_reap();
 			close_import();
 		}
 	}
