@@ -66,7 +66,7 @@ CFLAGS	+= -Wall -Wextra -I$(TOP)/include/uapi
 
 .PHONY: all modules lib selftests tools umnstat check debug-check demo fuzz \
 	bench clean install install-modules install-headers install-lib \
-	install-tools install-boot install-dkms dist deb rpm
+	install-tools install-boot install-dkms dist deb rpm version
 all: modules lib selftests tools
 
 # Kbuild writes objects beside the sources, so each kernel gets its own
@@ -217,6 +217,10 @@ rpm: dist
 	rpmbuild -bb $(if $(wildcard /var/lib/dpkg/status),--nodeps) \
 		$(RPMBUILD_FLAGS) --define '_topdir $(PKG)/rpm' \
 		--define '_sourcedir $(PKG)' $(PKG)/rpm/ummunotify.spec
+
+# The release, for scripts that build the module themselves (run-checks).
+version:
+	@echo $(VERSION)
 
 clean:
 	rm -rf $(B)
