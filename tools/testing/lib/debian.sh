@@ -24,10 +24,13 @@ debian_uri() {
 			for (i = 1; i <= n; i++) {
 				if (line[i] ~ /^#/ || !match(line[i], /^[^ \t:]+:/))
 					continue
+				# Field names and Types, Suites and Enabled
+				# in any case; a URI as it is.
 				field = tolower(substr(line[i], 1, RLENGTH - 1))
-				value = " " tolower(substr(line[i], RLENGTH + 1)) " "
+				value = " " substr(line[i], RLENGTH + 1) " "
 				if (field == "uris" && split(value, uris, " "))
 					uri = uris[1]
+				value = tolower(value)
 				if (field == "types" && value ~ /[ \t]deb[ \t]/)
 					deb = 1
 				if (field == "suites" && value ~ /[ \t]bookworm[ \t]/)
