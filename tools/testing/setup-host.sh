@@ -1,10 +1,13 @@
 #!/bin/sh
 # Install what building and testing ummunotify needs on Debian 12: the
-# host's 6.1 and bookworm-backports' 6.12 kernels, and in chroots of their
-# own releases (see lib/roots.sh) the 5.10 of bullseye and the newest 7.x of
-# trixie-backports, with the compilers their headers need.  Suites are added
-# with the URI of the machine's own Debian source, so no mirror is named
-# here; the host's apt sources gain bookworm-backports and nothing else.
+# headers of the host's 6.1 on the host, and in chroots of their own
+# releases (see lib/roots.sh) bookworm-backports' 6.12, the 5.10 of
+# bullseye and the newest 7.x of trixie-backports, with the compilers their
+# headers need.  The kernels' images are unpacked in the chroots, never
+# installed on the host: an installed image would become the host's
+# default boot entry.  The chroots' suites use the URI of the machine's own
+# Debian source, so no mirror is named here; the host's apt sources stay
+# as they are.
 set -eu
 
 testing=$(cd "$(dirname "$0")" && pwd -P)
@@ -26,55 +29,60 @@ uri=$(debian_uri)
 [ -n "$uri" ] || { echo "setup-host: no bookworm apt source found" >&2; exit 1; }
 key=/usr/share/keyrings/debian-archive-keyring.gpg
 
-bpo=/etc/apt/sources.list.d/ummunotify-backports.sources
-if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
-	printf 'Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main\nSigned-By: %s\n' \
-		"$uri" "$key" > "$bpo"
-fi
-
 export DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes
 apt-get update -qq
 
-# The 6.12 kernel the backports meta-packages point at.
-bpo_image=$(bpo_dep linux-image-amd64)
-bpo_headers=$(bpo_dep linux-headers-amd64)
-if [ -z "$bpo_image" ] || [ -z "$bpo_headers" ]; then
-	echo "setup-host: no kernel in bookworm-backports" >&2
-	exit 1
-fi
-
+# 6.1's headers pull no image (6.12's would: they are in the chroot).
 apt-get install -y -qq --no-install-recommends \
 	build-essential bc bison flex libelf-dev libssl-dev cpio kmod xz-utils zstd \
 	qemu-system-x86 busybox-static debootstrap \
-	linux-image-amd64 linux-headers-amd64 linux-source-6.1 \
+	linux-headers-amd64 linux-source-6.1 \
 	sparse coccinelle pkg-config gcc-multilib \
 	rdma-core ibverbs-utils libibverbs-dev ibverbs-providers iproute2 \
 	libfabric-dev libfabric-bin openmpi-bin libopenmpi-dev \
 	gnuplot-nox python3 \
 	dpkg-dev debhelper dh-dkms dkms fakeroot lintian devscripts blhc rpm \
 	>/dev/null
-apt-get install -y -qq --no-install-recommends -t bookworm-backports \
-	"$bpo_image" "$bpo_headers" >/dev/null
 # trixie-root makes the Debian 13 system of the libfabric 2.1 tests,
 # debian-root the Debian 12 system the packages are installed into.
 apt-get install -y -qq --no-install-recommends mmdebstrap >/dev/null
-# Run "apt-get ARGS" (a download) in ROOT, in an empty
-# ROOT/var/cache/ummunotify-debs, where the packages land.
-# Usage: fetch_debs ROOT ARGS...
+# Run "apt-get ARGS" (a download) in ROOT, or with ROOT "host -- ROOT" on
+# the host, in an empty ROOT/var/cache/ummunotify-debs, where the packages
+# land.
+# Usage: fetch_debs [host --] ROOT ARGS...
 fetch_debs() {
+	fetch_in=in_root
+	[ "$1" != host ] || { fetch_in=; shift 2; }
 	fetch_root=$1
 	shift
 	rm -rf "$fetch_root/var/cache/ummunotify-debs"
 	mkdir -p "$fetch_root/var/cache/ummunotify-debs"
-	in_root "$fetch_root" '' /bin/sh -c 'cd /var/cache/ummunotify-debs &&
-		exec apt-get -qq -o APT::Sandbox::User=root "$@"' fetch_debs "$@"
+	if [ -n "$fetch_in" ]; then
+		in_root "$fetch_root" '' /bin/sh -c 'cd /var/cache/ummunotify-debs &&
+			exec apt-get -qq -o APT::Sandbox::User=root "$@"' fetch_debs "$@"
+	else
+		(cd "$fetch_root/var/cache/ummunotify-debs" &&
+			exec apt-get -qq -o APT::Sandbox::User=root "$@")
+	fi
+}
+
+# Unpack the packages fetch_debs fetched into ROOT there, then depmod KREL.
+# Not dpkg -x: it would replace the merged /usr's /lib symlink.
+# Usage: unpack_debs ROOT KREL
+unpack_debs() {
+	for deb in "$1"/var/cache/ummunotify-debs/*.deb; do
+		dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$1" --keep-directory-symlink
+	done
+	rm -rf "$1/var/cache/ummunotify-debs"
+	in_root "$1" '' depmod "$2"
 }
 
 # SUITE's chroot, made once, then brought up to date with the newest
 # kernel its linux-image-amd64 points at (in KSUITE, SUITE itself or its
 # backports): its headers installed there, with the toolchain and kernel-doc's
 # perl and python3 for W=1 and sparse; its image and modules unpacked there
-# for vm-run.  Older kernels go.  Prints the kernel release.
+# for vm-run.  Older kernels (those with headers) go.  Prints the kernel
+# release.
 # Usage: kernel_root SUITE KSUITE
 kernel_root() {
 	suite=$1 ksuite=$2
@@ -97,9 +105,11 @@ kernel_root() {
 		sed -n 's/^ *\(linux-image-[0-9][^ ]*\).*/\1/p')
 	[ -n "$image" ] || { echo "setup-host: no kernel in $ksuite" >&2; exit 1; }
 	krel=${image#linux-image-}
-	in_root "$root" '' apt-get install -y -qq --no-install-recommends \
-		-t "$ksuite" build-essential sparse perl python3 kmod \
-		"linux-headers-$krel" >/dev/null
+	# 6.12's headers depend on its image: installed here, with no
+	# initramfs (INITRD=No).
+	in_root "$root" '' env INITRD=No apt-get install -y -qq \
+		--no-install-recommends -t "$ksuite" build-essential sparse perl \
+		python3 kmod "linux-headers-$krel" >/dev/null
 	in_root "$root" '' apt-get autoremove -y -qq --purge >/dev/null
 	# The image is unpacked, not installed: nothing boots the chroot, and
 	# installing would build an initramfs nobody uses.  7.x images are
@@ -110,15 +120,32 @@ kernel_root() {
 			sed -n "s|^ *\(linux-[a-z]*-$krel\)\( .*\)\{0,1\}\$|\1/$ksuite|p")
 		# shellcheck disable=SC2086 # one word per package
 		fetch_debs "$root" download "$image/$ksuite" $parts
-		# Not dpkg -x: it would replace the merged /usr's /lib symlink.
-		for deb in "$root"/var/cache/ummunotify-debs/*.deb; do
-			dpkg-deb --fsys-tarfile "$deb" |
-				tar -x -C "$root" --keep-directory-symlink
-		done
-		rm -rf "$root/var/cache/ummunotify-debs"
-		in_root "$root" '' depmod "$krel"
+		unpack_debs "$root" "$krel"
 	fi
-	for old in "$root"/lib/modules/*; do
+	for old in "$root"/lib/modules/*/build; do
+		old=${old%/build}
+		[ "${old##*/}" != "$krel" ] || continue
+		rm -rf "$old" "$root"/boot/*-"${old##*/}"
+	done
+	echo "$krel"
+}
+
+# The image of the host's 6.1 kernel (the newest with headers on the host),
+# from the host's apt sources, unpacked in ROOT, the bookworm chroot: the
+# host's own /boot may hold another (an older ABI, the cloud flavour).
+# Older 6.1 images there go.  Prints the kernel release.
+# Usage: host_image ROOT
+host_image() {
+	root=$1
+	krel=$(printf '%s\n' /lib/modules/6.1.*/build | sed 's|^/lib/modules/||; s|/build$||' |
+		sort -V | tail -n 1)
+	[ -e "/lib/modules/$krel/build" ] ||
+		{ echo "setup-host: no 6.1 headers on the host" >&2; exit 1; }
+	if ! image_of "$root" "$krel" >/dev/null; then
+		fetch_debs host -- "$root" download "linux-image-$krel"
+		unpack_debs "$root" "$krel"
+	fi
+	for old in "$root"/lib/modules/6.1.*; do
 		[ "${old##*/}" != "$krel" ] || continue
 		rm -rf "$old" "$root"/boot/*-"${old##*/}"
 	done
@@ -164,7 +191,9 @@ sparse_for_7() {
 	fi
 }
 
+krel_12=$(kernel_root bookworm bookworm-backports)
+krel_6=$(host_image "$(root_of bookworm)")
 krel_5=$(kernel_root bullseye bullseye)
 krel_7=$(kernel_root trixie trixie-backports)
 sparse_for_7 "$(root_of trixie)" "$krel_7"
-echo "setup-host: ready: the 6.1 kernel, $bpo_image; $krel_5 and $krel_7 in $(cache_root)/roots"
+echo "setup-host: ready: $krel_5, $krel_6, $krel_12 and $krel_7 in $(cache_root)/roots"

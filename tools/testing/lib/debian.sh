@@ -60,8 +60,8 @@ debian_uri() {
 }
 
 # Print the package the bookworm-backports meta-package $1 depends on (the
-# 6.12 kernel's, for linux-image-amd64), per the machine's apt lists; with
-# more arguments, per those of the system the command they make runs in
+# 6.12 kernel's, for linux-image-amd64), per the apt lists of the system
+# that the command the other arguments make runs apt-cache in
 # (bpo_dep linux-image-amd64 chroot DIR).
 bpo_dep() {
 	bpo_pkg=$1

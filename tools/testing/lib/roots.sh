@@ -1,10 +1,14 @@
 # SPDX-License-Identifier: GPL-2.0
 # shellcheck shell=sh disable=SC2154 # cache_places is lib/cache.sh's
-# Sourced after lib/cache.sh.  Kernels of other Debian releases than the
-# host's (bullseye's 5.10, trixie-backports' 7.x) live in a minimal chroot
-# of their release, made by setup-host.sh under $(cache_root)/roots/SUITE:
-# their headers build there with that release's compiler, and vm-run boots
-# their image with their modules.  The host itself never runs them.
+# Sourced after lib/cache.sh.  The kernels the guests boot live in minimal
+# chroots of their releases, made by setup-host.sh under
+# $(cache_root)/roots/SUITE (bullseye's 5.10, trixie-backports' 7.x, and
+# in the bookworm one bookworm-backports' 6.12 and the image of the host's
+# 6.1): headers that need their release's compiler (or, 6.12's, pull an
+# image) are installed there, and vm-run boots the images with their
+# modules.  No image is installed on the host, so what it boots stays
+# its own.  A kernel in a chroot is preferred to the host's of the same
+# release: the host's may be left over from an older set-up.
 
 # Print the root of SUITE's chroot (it may not exist yet).
 root_of() {
@@ -12,20 +16,20 @@ root_of() {
 }
 
 # Print "KREL ROOT" for every kernel whose headers are installed, by
-# version, ROOT being "/" for the host's own and the chroot's directory for
-# the others (whose build links may be absolute, to be followed inside the
-# chroot).  Creates nothing.
+# version, ROOT being the chroot's directory (whose build links may be
+# absolute, to be followed inside the chroot) or, for the host's, "/".
+# Creates nothing.
 list_kernels() {
 	(
-	for r_build in /lib/modules/*/build; do
-		[ ! -e "$r_build/Makefile" ] || echo "$r_build"
-	done
 	IFS='
 '
 	for r_place in $cache_places; do
 		for r_build in "$r_place"/roots/*/lib/modules/*/build; do
 			echo "$r_build"
 		done
+	done
+	for r_build in /lib/modules/*/build; do
+		[ ! -e "$r_build/Makefile" ] || echo "$r_build"
 	done
 	) | while read -r r_build; do
 		r_krel=${r_build%/build}
@@ -42,7 +46,7 @@ list_kernels() {
 		*) r_target=${r_build%/build}/$r_target ;;
 		esac
 		[ ! -e "$r_target/Makefile" ] || echo "$r_krel $r_root"
-	done | sort -V -u -k1,1
+	done | sort -V -u -k1,1		# the first of a release: a chroot's
 }
 
 # Print the image of KREL installed in ROOT: /boot/vmlinuz-KREL, or where
@@ -55,9 +59,9 @@ image_of() {
 	return 1
 }
 
-# Print the root (/ or a chroot) that KREL's image is installed in, or fail.
+# Print the root (a chroot, else /) that KREL's image is installed in, or
+# fail.
 root_of_image() {
-	! image_of / "$1" >/dev/null || { echo /; return 0; }
 	(
 	IFS='
 '
@@ -66,7 +70,7 @@ root_of_image() {
 			! image_of "$r_root" "$1" >/dev/null || { echo "$r_root"; exit 0; }
 		done
 	done
-	exit 1
+	image_of / "$1" >/dev/null && echo /
 	)
 }
 
