@@ -118,14 +118,16 @@ $(B)/tools/umnstat: tools/umnstat/umnstat.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $<
 
-check: all
+# The modules are built by run-checks, one kernel at a time, so that one
+# that does not build fails that kernel's checks, not all of them.
+check: lib selftests tools
 	UMMUNOTIFY_SERIES="$(if $(filter file,$(origin KERNELS)),$(CHECK_SERIES))" \
 		tools/testing/run-checks $(KERNELS)
 
 # The host checks and the debug kernel of SERIES (default 7, the newest
 # 7.x, built in the trixie chroot): not in "make check", whose CI time a
 # second debug kernel would take past its budget (see the README).
-debug-check: all
+debug-check: lib selftests tools
 	UMMUNOTIFY_DEBUG_KERNELS="$(or $(SERIES),7)" UMMUNOTIFY_NO_PACKAGES=1 \
 		tools/testing/run-checks
 
