@@ -38,8 +38,8 @@ MODULESLOADDIR ?= $(or $(shell pkg-config --variable=modulesloaddir systemd 2>/d
 
 # The kernels to build for: every one with headers, the host's and those
 # tools/testing/setup-host.sh installs in chroots of their own releases
-# (bullseye's 5.10, trixie-backports' 7.x), whose kbuild runs there
-# (tools/testing/kbuild).  KDIR= picks one tree instead, for example the
+# (bookworm-backports' 6.12, bullseye's 5.10, trixie-backports' 7.x),
+# whose kbuild runs there (tools/testing/kbuild).  KDIR= picks one tree instead, for example the
 # debug kernel that tools/testing/debug-kernel prints.  HOST_KERNELS are
 # the host's own, which "make install" installs for.
 ifdef KDIR
@@ -149,8 +149,9 @@ fuzz: selftests
 		-m $(B)/$$krel/ummunotify.ko -- \
 		$(B)/selftests/fuzz -t $(FUZZ_SECONDS) $(if $(SEED),-s $(SEED))
 
+# The kernels of Debian 12 and its backports, whose results are logged.
 bench:
-	tools/bench/run $(HOST_KERNELS)
+	tools/bench/run $(filter 6.1.% 6.12.%,$(KERNELS))
 
 install: install-modules install-headers install-lib install-tools \
 	 install-boot
