@@ -105,15 +105,15 @@ kernel_root() {
 		sed -n 's/^ *\(linux-image-[0-9][^ ]*\).*/\1/p')
 	[ -n "$image" ] || { echo "setup-host: no kernel in $ksuite" >&2; exit 1; }
 	krel=${image#linux-image-}
-	# 6.12's headers depend on its image: installed here, with no
-	# initramfs (INITRD=No).
+	# 6.12's headers depend on its image, which comes with them, without
+	# an initramfs (INITRD=No).
 	in_root "$root" '' env INITRD=No apt-get install -y -qq \
 		--no-install-recommends -t "$ksuite" build-essential sparse perl \
 		python3 kmod "linux-headers-$krel" >/dev/null
 	in_root "$root" '' apt-get autoremove -y -qq --purge >/dev/null
-	# The image is unpacked, not installed: nothing boots the chroot, and
-	# installing would build an initramfs nobody uses.  7.x images are
-	# split into linux-binary, linux-modules and linux-base packages.
+	# Other images are unpacked, not installed: nothing boots the chroot,
+	# and installing would pull initramfs-tools nobody uses.  7.x images
+	# are split into linux-binary, linux-modules and linux-base packages.
 	if ! image_of "$root" "$krel" >/dev/null; then
 		parts=$(in_root "$root" '' apt-cache show "$image/$ksuite" |
 			sed -n 's/^Depends: //p' | head -n1 | tr '|' ',' | tr ',' '\n' |
