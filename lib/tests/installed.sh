@@ -6,7 +6,8 @@
 # Also: the shared library exports exactly libummunotify.map's symbols, each
 # at the version node the map puts it in, and the static one the same
 # symbols; the shared library is installed 0644; the header's LIBUMMUNOTIFY_VERSION is
-# pkg-config's version; every function has a man page.
+# pkg-config's version; every function has a man page; without the device
+# (hidden, if this host has it), umn_open() says ENODEV.
 #
 # Usage: tests/installed.sh BUILD_DIR
 set -eu
@@ -56,25 +57,23 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	ret = umn_open(&u, NULL);
-	/* A build host without the module, or whose rule keeps its user out. */
-	if (ret == -ENODEV || ret == -EACCES || ret == -EPERM) {
-		printf("installed.sh: no device for this user here, as umn_open() says: %s\n",
-		       strerror(-ret));
-		return 0;
-	}
-	if (ret)
+	if (ret != -ENODEV) {
+		printf("installed.sh: umn_open() without the device: %s, not ENODEV\n",
+		       ret ? strerror(-ret) : "success");
+		if (!ret)
+			umn_close(u);
 		return 1;
-	printf("installed.sh: device with features %#x\n", umn_features(u));
-	return umn_close(u);
+	}
+	return 0;
 }
 C
 client "$build/consumer" "$build/consumer.c" libummunotify
-"$build/consumer"
+without_device "$build/consumer"
 [ "$("$build/consumer" --version)" = "$(pkg-config --modversion libummunotify)" ] ||
 	fail "LIBUMMUNOTIFY_VERSION is not pkg-config's $(pkg-config --modversion libummunotify)"
 # shellcheck disable=SC2046 # word splitting of pkg-config output wanted
 ${CC:-cc} -static -o "$build/consumer-static" "$build/consumer.c" \
 	$(pkg-config --static --cflags libummunotify) \
 	"$root/lib/libummunotify.a" -pthread
-"$build/consumer-static"
+without_device "$build/consumer-static"
 echo "installed.sh: ok"

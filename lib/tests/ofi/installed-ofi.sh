@@ -6,10 +6,10 @@
 # linked shared and static.  Also: the shared library exports exactly
 # libummunotify-ofi.map's symbols, all at UMMUNOTIFY_OFI_1.0, the static
 # one the map's umn_* symbols; the provider is a link, in the prefix, to
-# the library; every function has a man page.  On a host without the
-# device, libfabric loads the provider, which says once that it did not
-# import the monitor, and does not register: fi_info lists no ummunotify
-# (where the device is, those checks are skipped, and it says so).
+# the library; every function has a man page.  Without the device (hidden,
+# if this host has it), libfabric loads the provider, which says once that
+# it did not import the monitor, and does not register: fi_info lists no
+# ummunotify.  The package test's guests check the provider on the device.
 #
 # Usage: tests/ofi/installed-ofi.sh BUILD_DIR
 set -eu
@@ -61,43 +61,39 @@ ${CC:-cc} -o "$build/consumer-ofi-static" "$build/consumer-ofi.c" \
 # Naming one of libfabric's monitors keeps it, silently, before the
 # device is looked at: EPERM (1).
 out=$(FI_MR_CACHE_MONITOR=memhooks FI_PROVIDER_PATH=$root/lib/libfabric \
-	"$build/consumer-ofi" 2>&1) || fail "the program failed: $out"
+	without_device "$build/consumer-ofi" 2>&1) ||
+	fail "the program failed: $out"
 [ "$out" = "import -1, imported 0" ] ||
 	fail "FI_MR_CACHE_MONITOR=memhooks, yet: $out"
 
-# The rest is what a host without the device sees.  Where the module is
-# loaded (a site's build host), the monitor is imported instead: the
-# package test's guests check that, with the installed provider.
-if [ -e /dev/ummunotify ]; then
-	echo "installed-ofi.sh: skipped the no-device checks (ENODEV, the provider's one line, fi_info -l): /dev/ummunotify exists on this host"
-	echo "installed-ofi.sh: ok"
-	exit 0
-fi
-# No device here: ENODEV (19).
-[ "$("$build/consumer-ofi-static")" = "import -19, imported 0" ] ||
+# No device: ENODEV (19).
+[ "$(without_device "$build/consumer-ofi-static")" = "import -19, imported 0" ] ||
 	fail "the static program did not see ENODEV"
 
 # The provider, from the installed directory: one line, whatever the log
 # level, and no registration.
-out=$(FI_PROVIDER_PATH=$root/lib/libfabric "$build/consumer-ofi" 2>&1) ||
-	fail "the program failed: $out"
+out=$(FI_PROVIDER_PATH=$root/lib/libfabric without_device \
+	"$build/consumer-ofi" 2>&1) || fail "the program failed: $out"
 [ "$(echo "$out" | grep -c 'not imported (no /dev/ummunotify)')" = 1 ] ||
 	fail "expected one line about the missing device, got: $out"
 command -v fi_info >/dev/null || fail "no fi_info (libfabric-bin) to list the providers"
-list=$(FI_PROVIDER_PATH=$root/lib/libfabric fi_info -l 2>/dev/null) || true
+list=$(FI_PROVIDER_PATH=$root/lib/libfabric without_device fi_info -l \
+	2>/dev/null) || true
 case $list in
 *ummunotify*) fail "fi_info -l lists ummunotify with nothing imported" ;;
 esac
 # Asked for by name, it says so; a name libfabric does not know (a typo)
 # leaves libfabric's default, which is this monitor: it tries.
 out=$(FI_MR_CACHE_MONITOR=ummunotify FI_PROVIDER_PATH=$root/lib/libfabric \
-	"$build/consumer-ofi" 2>&1) || fail "the program failed: $out"
+	without_device "$build/consumer-ofi" 2>&1) ||
+	fail "the program failed: $out"
 case $out in
 *"FI_MR_CACHE_MONITOR=ummunotify, but the ummunotify memory monitor is not imported (no /dev/ummunotify)"*) ;;
 *) fail "FI_MR_CACHE_MONITOR=ummunotify without a device, yet: $out" ;;
 esac
 out=$(FI_MR_CACHE_MONITOR=memhook FI_PROVIDER_PATH=$root/lib/libfabric \
-	"$build/consumer-ofi" 2>&1) || fail "the program failed: $out"
+	without_device "$build/consumer-ofi" 2>&1) ||
+	fail "the program failed: $out"
 case $out in
 *"import -19, imported 0"*"not imported (no /dev/ummunotify)"*) ;;
 *) fail "FI_MR_CACHE_MONITOR=memhook (a typo), yet: $out" ;;

@@ -50,12 +50,12 @@ int main(void)
 }
 C
 client "$build/consumer-verbs" "$build/consumer-verbs.c" libummunotify-verbs
-"$build/consumer-verbs"
+without_device "$build/consumer-verbs"
 # libibverbs loads its providers with dlopen(): static, only our two.
 # shellcheck disable=SC2046 # word splitting of pkg-config output wanted
 ${CC:-cc} -o "$build/consumer-verbs-static" "$build/consumer-verbs.c" \
 	$(pkg-config --cflags libummunotify-verbs) \
 	"$root/lib/libummunotify-verbs.a" "$root/lib/libummunotify.a" \
 	-libverbs -pthread
-"$build/consumer-verbs-static"
+without_device "$build/consumer-verbs-static"
 echo "installed-verbs.sh: ok"
