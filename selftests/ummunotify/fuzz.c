@@ -30,6 +30,13 @@
  *    EPERM from every call and inherits none of its mappings;
  *  - /sys/class/misc/ummunotify/{files,regions} read 0 after every round.
  *
+ * A failed check shows the thread's last operations.  A missed
+ * invalidation shows too what tells a module bug from a model bug: the
+ * watch's history, whether /proc/self/maps agrees with what the thread
+ * believes it mapped, the watch's events still in the ring, and the
+ * module's tracepoints, traced for the whole run, for the watch and for
+ * the thread's last calls.
+ *
  * Memory is changed only in a span of each thread's own, at fixed
  * addresses far below where mmap() places anything else, so that the
  * thread knows exactly what is mapped there and the same seed makes the
@@ -62,6 +69,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -113,6 +121,8 @@ static bool faults;		/* failslab and fail_page_alloc are there */
 static uint64_t task_size;
 static long long max_regions;
 static bool verbose;
+/* tracefs, when the module's events are on for this run (see trace_on()). */
+static const char *tracing;
 
 /* splitmix64: small, fast, and the same on every machine. */
 struct rng {
@@ -230,6 +240,7 @@ struct watch {
 	uint64_t start, end;		/* now */
 	uint64_t lo, hi;		/* every range it ever had */
 	uint32_t hits;			/* invalidations the owner caused */
+	unsigned long made_op, moved_op;	/* its WATCH, last RESIZE */
 	atomic_uint seen;		/* events consumed for it */
 	uint64_t hit_seq;		/* before the owner's last hit */
 	_Atomic uint64_t read_seq;	/* after the last read of a report */
@@ -255,6 +266,7 @@ struct thread {
 	unsigned long nomem;		/* calls that failed for it */
 	char log[LOG_LINES][160];
 	unsigned int log_next;
+	bool explained;			/* a missed invalidation was */
 };
 
 struct round {
@@ -1360,6 +1372,7 @@ static void op_watch(struct thread *t)
 		counted = false;
 		t->watches++;
 		w->live = true;
+		w->made_op = t->op;
 		t->live++;
 		if (native && wa.slot >= f->p.slots) {
 			fail(t, "WATCH returned slot %u of %u", wa.slot,
@@ -1518,6 +1531,7 @@ static void op_resize(struct thread *t)
 	}
 	if (!errs) {
 		set_range(w, start, end);
+		w->moved_op = t->op;
 		if (wa.causes)
 			w->causes = wa.causes | CAUSE(RELEASE);
 		if (w->slot_known && wa.slot != w->slot)
@@ -1614,6 +1628,187 @@ static void expect_mapped(struct thread *t, struct churn *c, size_t first,
 	}
 }
 
+/*
+ * What the kernel has mapped in pages [first, first + n) of the span, per
+ * page as t->prot says it (0 unmapped, 1 read-only, 3 writable), from
+ * /proc/self/maps.  Returns false if that cannot be read.
+ */
+static bool read_maps(struct thread *t, size_t first, size_t n,
+		      unsigned char *prot)
+{
+	uintptr_t lo = (uintptr_t)page(t, first), hi = lo + n * ps;
+	FILE *maps = fopen("/proc/self/maps", "re");
+	unsigned long start, end;
+	char *line = NULL, perms[8];
+	size_t size = 0;
+
+	if (!maps)
+		return false;
+	memset(prot, 0, n);
+	while (getline(&line, &size, maps) > 0) {
+		if (sscanf(line, "%lx-%lx %4s", &start, &end, perms) != 3 ||
+		    end <= lo || start >= hi)
+			continue;
+		start = start > lo ? start : lo;
+		end = end < hi ? end : hi;
+		memset(prot + (start - lo) / ps, perms[1] == 'w' ? 3 : 1,
+		       (end - start) / ps);
+	}
+	free(line);
+	fclose(maps);
+	return true;
+}
+
+/*
+ * Ask the kernel after a call whose effect is unsure: a failed mremap()
+ * may have unmapped its target, and since 6.17 a failed move of several
+ * mappings may have moved some.
+ */
+static void resync(struct thread *t, size_t first, size_t n)
+{
+	if (!read_maps(t, first, n, t->prot + first))
+		fail(t, "/proc/self/maps: %s", strerror(errno));
+}
+
+static const char *prot_name(unsigned char prot)
+{
+	return prot == 3 ? "writable" : prot ? "read-only" : "unmapped";
+}
+
+/* Up to 4 runs of pages where the model and the kernel's maps disagree. */
+static void explain_maps(struct thread *t)
+{
+	static __thread unsigned char kernel[SPAN_BYTES / 4096];
+	size_t i, j, n = SPAN_BYTES / ps, runs = 0;
+
+	if (!read_maps(t, 0, n, kernel)) {
+		say("#   /proc/self/maps: %s", strerror(errno));
+		return;
+	}
+	for (i = 0; i < n && runs < 4; i = j) {
+		for (j = i; j < n && t->prot[j] == t->prot[i] &&
+			    kernel[j] == kernel[i]; j++)
+			;
+		if (t->prot[i] == kernel[i])
+			continue;
+		runs++;
+		say("#   pages %zu+%zu: %s for the thread, %s in "
+		    "/proc/self/maps", i, j - i, prot_name(t->prot[i]),
+		    prot_name(kernel[i]));
+	}
+	if (!runs)
+		say("#   /proc/self/maps agrees with what the thread has mapped");
+}
+
+/* The events for COOKIE still in F's ring, newest first. */
+static void explain_ring(struct ufile *f, uint64_t cookie)
+{
+	const struct ummunotify_ring_event *events =
+		(const void *)(f->area + f->p.off.events);
+	__u64 tail = load64(f->area + f->p.off.tail), i;
+	unsigned int shown = 0;
+
+	for (i = tail; i-- > 0 && tail - i <= f->p.ring_entries && shown < 8;) {
+		const struct ummunotify_ring_event *ev =
+			&events[i & (f->p.ring_entries - 1)];
+
+		if (ev->user_cookie != cookie)
+			continue;
+		shown++;
+		say("#   ring entry %llu: [%#llx, %#llx) cause %u slot %u "
+		    "generation %#llx", i, ev->start, ev->end, ev->cause,
+		    ev->slot, ev->generation);
+	}
+	say("#   %s%u events for it among the ring's last %u (tail %llu, "
+	    "dropped %llu)", shown == 8 ? "at least " : "", shown,
+	    f->p.ring_entries, tail, dropped(f));
+}
+
+/* The process (trace option record-tgid) a trace line is of, or -1. */
+static long trace_tgid(const char *line)
+{
+	const char *p = strchr(line, '(');
+
+	return p ? strtol(p + 1, NULL, 10) : -1;
+}
+
+/*
+ * The kernel's account (the module's tracepoints) of this thread's last
+ * calls and of COOKIE in this process, with the trace stopped meanwhile.
+ */
+static void explain_trace(uint64_t cookie)
+{
+	static __thread char mine[24][200], its[8][200];
+	unsigned int n_mine = 0, n_its = 0, i;
+	char path[80], key[32], name[40], *line = NULL;
+	size_t size = 0;
+	FILE *trace;
+
+	if (!tracing)
+		return;
+	snprintf(path, sizeof(path), "%s/tracing_on", tracing);
+	write_file(path, "0");
+	snprintf(path, sizeof(path), "%s/trace", tracing);
+	trace = fopen(path, "re");
+	snprintf(key, sizeof(key), "-%ld ", (long)syscall(SYS_gettid));
+	snprintf(name, sizeof(name), "cookie=%" PRIu64 " ", cookie);
+	while (trace && getline(&line, &size, trace) > 0) {
+		line[strcspn(line, "\n")] = '\0';
+		if (strstr(line, key))
+			snprintf(mine[n_mine++ % 24], 200, "%s", line);
+		if (strstr(line, name) && trace_tgid(line) == getpid())
+			snprintf(its[n_its++ % 8], 200, "%s", line);
+	}
+	free(line);
+	if (trace)
+		fclose(trace);
+	snprintf(path, sizeof(path), "%s/tracing_on", tracing);
+	write_file(path, "1");
+	say("#   the module's trace of the watch (cookie=%" PRIu64 "), oldest "
+	    "first:", cookie);
+	for (i = n_its > 8 ? n_its - 8 : 0; i < n_its; i++)
+		say("#     %s", its[i % 8]);
+	say("#   the module's trace of this thread's last calls:");
+	for (i = n_mine > 24 ? n_mine - 24 : 0; i < n_mine; i++)
+		say("#     %s", mine[i % 24]);
+}
+
+/*
+ * After a missed invalidation of watch W (cookie COOKIE) of file F: what
+ * is needed to tell a module bug from a model bug.  Once a thread.
+ */
+static void explain_miss(struct thread *t, const struct churn *c,
+			 const struct watch *w, struct ufile *f,
+			 uint64_t cookie)
+{
+	static pthread_mutex_t one_at_a_time = PTHREAD_MUTEX_INITIALIZER;
+	char line[400] = "";
+	unsigned int k;
+	int n = 0;
+
+	if (t->explained)
+		return;
+	t->explained = true;
+	pthread_mutex_lock(&one_at_a_time);
+	say("#   watch %#" PRIx64 ": file %d (%s, %s%s), %s, causes %#x, "
+	    "slot %u, made at op %lu, last RESIZE at op %lu; %u hits before, "
+	    "%u events for it read", cookie, w->file, mode_names[f->mode],
+	    is_private(f) ? "its own" : "shared",
+	    still_open(f) ? "" : ", closed", w->all ? "WATCH_ALL" : "a range",
+	    w->causes, w->slot, w->made_op, w->moved_op, w->hits - 1,
+	    atomic_load(&w->seen));
+	for (k = 0; k < c->nr_iv && n < (int)sizeof(line); k++)
+		n += snprintf(line + n, sizeof(line) - n,
+			      " [%#" PRIx64 ", %#" PRIx64 ") cause %u",
+			      c->iv[k].start, c->iv[k].end, c->iv[k].cause);
+	say("#   the call was to invalidate%s", line);
+	explain_maps(t);
+	if (has_ring(f))
+		explain_ring(f, cookie);
+	explain_trace(cookie);
+	pthread_mutex_unlock(&one_at_a_time);
+}
+
 static void churn_end(struct thread *t, struct churn *c, const char *what)
 {
 	unsigned int need[MAX_FILES] = { 0 }, i, k;
@@ -1639,15 +1834,17 @@ static void churn_end(struct thread *t, struct churn *c, const char *what)
 		if (!w->slot_known)
 			continue;
 		now = gen_word(f, w->slot);
-		if (now == c->gen[i])
+		if (now == c->gen[i]) {
 			fail(t, "missed invalidation: %s returned and watch %#"
 			     PRIx64 " [%#" PRIx64 ", %#" PRIx64 ") in slot %u "
 			     "of file %d still has generation %#llx", what,
 			     cookie_of(t, c->idx[i]), w->start, w->end, w->slot,
 			     w->file, now);
-		else
+			explain_miss(t, c, w, f, cookie_of(t, c->idx[i]));
+		} else {
 			saw_gen(t, f, now, cookie_of(t, c->idx[i]),
 				"generation word");
+		}
 	}
 	for (i = 0; i < MAX_FILES; i++) {
 		struct ufile *f = c->held[i];
@@ -1699,37 +1896,6 @@ static void set_prot(struct thread *t, size_t first, size_t n,
 		     unsigned char prot)
 {
 	memset(t->prot + first, prot, n);
-}
-
-/*
- * What is mapped, asked of the kernel (/proc/self/maps) after a call whose
- * effect is unsure: a failed mremap() may have unmapped its target, and
- * since 6.17 a failed move of several mappings may have moved some.
- */
-static void resync(struct thread *t, size_t first, size_t n)
-{
-	uintptr_t lo = (uintptr_t)page(t, first), hi = lo + n * ps;
-	FILE *maps = fopen("/proc/self/maps", "re");
-	unsigned long start, end;
-	char *line = NULL, perms[8];
-	size_t size = 0;
-
-	if (!maps) {
-		fail(t, "/proc/self/maps: %s", strerror(errno));
-		return;
-	}
-	set_prot(t, first, n, 0);
-	while (getline(&line, &size, maps) > 0) {
-		if (sscanf(line, "%lx-%lx %4s", &start, &end, perms) != 3 ||
-		    end <= lo || start >= hi)
-			continue;
-		start = start > lo ? start : lo;
-		end = end < hi ? end : hi;
-		set_prot(t, (start - (uintptr_t)t->span) / ps,
-			 (end - start) / ps, perms[1] == 'w' ? 3 : 1);
-	}
-	free(line);
-	fclose(maps);
 }
 
 static void populate(struct thread *t, size_t first, size_t n)
@@ -2832,6 +2998,23 @@ static bool setup_faults(void)
 	return true;
 }
 
+/*
+ * The module's tracepoints into the kernel's trace buffer for the run
+ * (tracefs mounted if it is not), so that a missed invalidation can show
+ * what the kernel did.
+ */
+static void trace_on(bool on)
+{
+	if (on && access("/sys/kernel/tracing/trace", F_OK))
+		mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, NULL);
+	/* The process of each line: cookies are the same in each. */
+	if (on && !write_file("/sys/kernel/tracing/options/record-tgid", "1") &&
+	    !write_file("/sys/kernel/tracing/events/ummunotify/enable", "1"))
+		tracing = "/sys/kernel/tracing";
+	if (!on && tracing)
+		write_file("/sys/kernel/tracing/events/ummunotify/enable", "0");
+}
+
 /* The module's counts once every file of the round is closed. */
 static bool counts_back_to_zero(char *why, size_t len)
 {
@@ -2932,6 +3115,7 @@ int main(int argc, char **argv)
 	}
 	max_regions = read_number(MAX_REGIONS);
 	faults = setup_faults();
+	trace_on(true);
 
 	setvbuf(stdout, NULL, _IONBF, 0);
 	say("TAP version 13");
@@ -2944,6 +3128,8 @@ int main(int argc, char **argv)
 	say("# allocation failure injection: %s",
 	    faults ? "failslab and fail_page_alloc, per thread" :
 		     "not in this kernel");
+	say("# the module's tracepoints: %s", tracing ? "traced, shown on a "
+	    "missed invalidation" : "not available");
 	say("# replay thread T of process P of round R alone: fuzz -s %#"
 	    PRIx64 " -f R -r 1 -p %d -j %d -n %" PRIu64 " -o P.T", seed, procs,
 	    threads, ops);
@@ -3021,6 +3207,7 @@ int main(int argc, char **argv)
 		else
 			passed++;
 	}
+	trace_on(false);
 	if (seconds)
 		say("1..%u", passed + failed);
 	say("# Totals: pass:%u fail:%u xfail:0 xpass:0 skip:0 error:0", passed,
