@@ -2279,7 +2279,7 @@ static void op_ioctl(struct thread *t)
 		return;
 	switch (below(&t->r, 7)) {
 	case 0:
-		/* Anything but the six commands: ENOTTY. */
+		/* Anything but the seven commands: ENOTTY. */
 		cmd = PICK(&t->r, (__u32)next(&t->r),
 			   _IOC(below(&t->r, 4), 'U', below(&t->r, 16),
 				below(&t->r, 256)),
@@ -2289,7 +2289,7 @@ static void op_ioctl(struct thread *t)
 		    cmd == UMMUNOTIFY_REGISTER_REGION ||
 		    cmd == UMMUNOTIFY_UNREGISTER_REGION ||
 		    cmd == UMMUNOTIFY_WATCH || cmd == UMMUNOTIFY_RESIZE ||
-		    cmd == UMMUNOTIFY_SETUP)
+		    cmd == UMMUNOTIFY_SETUP || cmd == UMMUNOTIFY_WATCHV)
 			break;
 		ret = sysret(ioctl(f->fd, cmd, t->scratch));
 		note(t, "ioctl %#lx file %d = %ld", cmd, fi, ret);
