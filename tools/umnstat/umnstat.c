@@ -57,6 +57,7 @@ struct open_file {
 struct snapshot {
 	time_t time;
 	bool loaded;
+	char version[64];	/* the loaded module's, "" if it has none */
 	struct fields attrs;	/* module-wide, from SYS_DEVICE */
 	struct fields params;	/* SYS_PARAMS */
 	struct open_file *files;
@@ -283,6 +284,10 @@ static void take_snapshot(struct snapshot *s, const pid_t *pids, size_t npids)
 	s->loaded = !access("/sys/module/" DEVICE, F_OK);
 	if (!s->loaded)
 		return;
+	/* After an upgrade, until a reload, not the one modinfo shows. */
+	if (read_file("/sys/module/" DEVICE "/version", s->version,
+		      sizeof(s->version)))
+		s->version[strcspn(s->version, "\n")] = '\0';
 	read_sysfs_dir(SYS_DEVICE, &s->attrs, core_attrs,
 		       sizeof(core_attrs) / sizeof(*core_attrs));
 	read_sysfs_dir(SYS_PARAMS, &s->params, NULL, 0);
@@ -352,6 +357,7 @@ static void print_text(const struct snapshot *s)
 		printf("module: not loaded\n");
 		return;
 	}
+	printf("version: %s\n", *s->version ? s->version : "none");
 	print_fields_line("module", &s->attrs);
 	print_fields_line("parameters", &s->params);
 	if (s->unreadable)
@@ -500,6 +506,11 @@ static void print_json(const struct snapshot *s)
 	printf("{\"time\":%lld,\"module\":{\"loaded\":%s", (long long)s->time,
 	       s->loaded ? "true" : "false");
 	if (s->loaded) {
+		printf(",\"version\":");
+		if (*s->version)
+			json_string(s->version);
+		else
+			printf("null");
 		printf(",\"attributes\":");
 		json_fields(&s->attrs);
 		printf(",\"parameters\":");
