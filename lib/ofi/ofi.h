@@ -21,7 +21,7 @@ struct fid_mem_monitor *umn_ofi__monitor(void);
 /* Stop the monitor and close the import, as libfabric's fi_fini() wants. */
 void umn_ofi__close(void);
 
-/* 0 if /dev/ummunotify is there to open, or -ENODEV, -EACCES... */
+/* 0 if /dev/ummunotify opens, or -ENODEV (no node), open()'s -errno. */
 int umn_ofi__have_device(void);
 
 /* One line, whatever libfabric's log level: the program runs on. */

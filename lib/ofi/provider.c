@@ -12,7 +12,9 @@
  * fi_fini() the provider's cleanup closes the import, as libfabric
  * expects of an importer.
  */
+#define _GNU_SOURCE	/* O_CLOEXEC */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -67,16 +69,26 @@ void umn_ofi__say(const char *fmt, ...)
 }
 
 /*
- * Looked at, not opened: the monitor's start() opens it.  Here, not in
- * monitor.c, so that the host's test can stand in for it.
+ * Opened and closed at once, nothing set up: a node that is there but
+ * cannot be opened (a static /dev's after the module is gone, an LSM's
+ * denial, the per-user limit used up) keeps libfabric's own monitor,
+ * said once, instead of an import whose start() fails in every cache,
+ * which would leave every domain uncached.  The open costs a file's
+ * allocation and per-user charge, both released by the close.  Here, not
+ * in monitor.c, so that the host's test can stand in for it.
  */
 int umn_ofi__have_device(void)
 {
 	struct stat st;
+	int fd;
 
 	if (stat("/dev/ummunotify", &st) || !S_ISCHR(st.st_mode))
 		return -ENODEV;
-	return access("/dev/ummunotify", R_OK | W_OK) ? -errno : 0;
+	fd = open("/dev/ummunotify", O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	close(fd);
+	return 0;
 }
 
 FI_EXT_INI
@@ -102,8 +114,9 @@ FI_EXT_INI
 	if (said)
 		return NULL;
 	said = true;
-	umn_ofi__say("%sthe ummunotify memory monitor is not imported (%s): libfabric's default monitor is in use",
+	umn_ofi__say("%sthe ummunotify memory monitor is not imported (%s%s): libfabric's default monitor is in use",
 	    asked ? "FI_MR_CACHE_MONITOR=ummunotify, but " : "",
+	    ret == -ENODEV || ret == -EBUSY ? "" : "/dev/ummunotify: ",
 	    ret == -ENODEV ? "no /dev/ummunotify" :
 	    ret == -EBUSY ? "another monitor was imported first" :
 	    strerror(-ret));
