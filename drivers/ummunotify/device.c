@@ -263,6 +263,7 @@ static void umn_teardown(struct umn_file *file)
 	umn_uncharge_pages(file, umn_area_pages(&file->area));
 	umn_free_area(&file->area);
 	__free_page(file->header_page);
+	umn_space_put(file);
 	umn_user_release(file);
 	mmdrop(file->mm);
 	kmem_cache_free(umn_file_cache, file);
@@ -306,6 +307,9 @@ static int umn_open(struct inode *inode, struct file *filp)
 	 */
 	mmgrab(current->mm);
 	file->mm = current->mm;
+	ret = umn_space_get(file);
+	if (ret)
+		goto out_mm;
 	/* A 32-bit process's ends below a 64-bit one's. */
 	file->task_size = TASK_SIZE;
 	mutex_init(&file->regions_lock);
@@ -323,6 +327,9 @@ static int umn_open(struct inode *inode, struct file *filp)
 	filp->private_data = file;
 	return nonseekable_open(inode, filp);
 
+out_mm:
+	mmdrop(file->mm);
+	__free_page(file->header_page);
 out_user:
 	umn_user_release(file);
 out_free:

@@ -4,7 +4,6 @@
  * through a memcg-aware shrinker, to give back registrations.
  */
 
-#include <linux/hashtable.h>
 #include <linux/math64.h>
 #include <linux/mm.h>
 #include <linux/module.h>
@@ -42,16 +41,6 @@ static bool umn_pressure_ready;
  */
 #define UMN_PRESSURE_WALK	32
 
-/* The files of one address space with FEATURE_PRESSURE share its RSS. */
-struct umn_pressure_mm {
-	struct hlist_node node;
-	struct mm_struct *mm;
-	unsigned int files;	/* under umn_pressure_mm_lock */
-};
-
-static DEFINE_HASHTABLE(umn_pressure_mms, 6);
-static DEFINE_MUTEX(umn_pressure_mm_lock);
-
 struct umn_pressure_walk {
 	unsigned long budget;	/* files still to look at */
 	unsigned long files;	/* files looked at */
@@ -68,7 +57,7 @@ static unsigned long umn_pressure_pages(struct umn_file *file)
 {
 	return min_t(unsigned long, atomic_long_read(&file->watched_pages),
 		   get_mm_rss(file->mm) /
-		   max(READ_ONCE(file->pressure_mm->files), 1U));
+		   max(umn_space_pressure_files(file), 1U));
 }
 
 static enum lru_status umn_pressure_count_one(UMN_LRU_WALK_ARGS)
@@ -123,62 +112,20 @@ static enum lru_status umn_pressure_ask_one(UMN_LRU_WALK_ARGS)
 }
 
 /*
- * Before SETUP publishes a file with FEATURE_PRESSURE: count it among
- * its address space's.
+ * SETUP publishes the file: it joins its cgroup's list, counted first
+ * among its address space's, which share its RSS.
  */
-int umn_pressure_prepare(struct umn_file *file)
-{
-	struct umn_pressure_mm *entry;
-	int ret = 0;
-
-	mutex_lock(&umn_pressure_mm_lock);
-	hash_for_each_possible(umn_pressure_mms, entry, node,
-			       (unsigned long)file->mm)
-		if (entry->mm == file->mm)
-			goto found;
-	entry = kzalloc(sizeof(*entry), GFP_KERNEL_ACCOUNT);
-	if (!entry) {
-		ret = -ENOMEM;
-		goto out;
-	}
-	entry->mm = file->mm;
-	hash_add(umn_pressure_mms, &entry->node, (unsigned long)file->mm);
-found:
-	WRITE_ONCE(entry->files, entry->files + 1);
-	file->pressure_mm = entry;
-out:
-	mutex_unlock(&umn_pressure_mm_lock);
-	return ret;
-}
-
-/* Undo umn_pressure_prepare(), for a file that has left the list. */
-void umn_pressure_unprepare(struct umn_file *file)
-{
-	struct umn_pressure_mm *entry = file->pressure_mm;
-
-	if (!entry)
-		return;
-	mutex_lock(&umn_pressure_mm_lock);
-	WRITE_ONCE(entry->files, entry->files - 1);
-	if (!entry->files) {
-		hash_del(&entry->node);
-		kfree(entry);
-	}
-	mutex_unlock(&umn_pressure_mm_lock);
-	file->pressure_mm = NULL;
-}
-
-/* SETUP publishes the file: it joins its cgroup's list. */
 void umn_pressure_add(struct umn_file *file)
 {
+	umn_space_pressure_add(file, 1);
 	list_lru_add_obj(&umn_pressure_lru, &file->pressure_node);
 }
 
 /* The file is closing: after this no walk can see it. */
 void umn_pressure_del(struct umn_file *file)
 {
-	list_lru_del_obj(&umn_pressure_lru, &file->pressure_node);
-	umn_pressure_unprepare(file);
+	if (list_lru_del_obj(&umn_pressure_lru, &file->pressure_node))
+		umn_space_pressure_add(file, -1);
 }
 
 /* Not NUMA aware: the cgroup's files may sit on any node. */

@@ -99,7 +99,7 @@ static int umn_alloc_area(struct umn_file *file, struct umn_area *area,
 			return -ENOMEM;
 		area->pages[area->nr_pages] = page;
 	}
-	/* With the words, not per watch: a watch costs its 128 bytes only. */
+	/* With the words, not per watch: a watch costs its 160 bytes only. */
 	if (slots) {
 		area->slot_map = bitmap_zalloc(slots, GFP_KERNEL_ACCOUNT);
 		if (!area->slot_map)
@@ -184,8 +184,6 @@ static int umn_try_setup(struct umn_file *file,
 		goto out_unlock;
 	}
 	ret = umn_alloc_area(file, &area, params.slots, ring_bytes);
-	if (!ret && file->features & UMMUNOTIFY_FEATURE_PRESSURE)
-		ret = umn_pressure_prepare(file);
 	if (ret)
 		goto out_free;
 
@@ -226,7 +224,6 @@ static int umn_try_setup(struct umn_file *file,
 	return 0;
 
 out_free:
-	umn_pressure_unprepare(file);
 	umn_free_area(&area);
 	umn_uncharge_pages(file, charged);
 out_unlock:

@@ -11,6 +11,8 @@
  *   legacy.c	the 2010 ABI's queue of reports, read()
  *   pressure.c	memory-pressure advisories from a shrinker
  *   limits.c	what one file and one user may hold
+ *   space.c	what the files of one address space share: their range
+ *		watches by address (no address under too many)
  *
  * Locking, outermost first:
  *
@@ -22,6 +24,8 @@
  *			mmu_interval_notifier_insert(), read_begin() or
  *			remove().  Never taken under mmap_lock (->mmap) nor
  *			by the notifier.
+ *   umn_space.lock	per address space: the range watches of its
+ *			files by address; under regions_lock
  *   all_lock		per file: joining the address space's WATCH_ALL
  *			notifier, which takes mmap_lock and
  *			mm_take_all_locks(); not under regions_lock
@@ -94,6 +98,7 @@ struct umn_area {
  * @mm:			the opener's address space, mmgrab()ed
  * @task_size:		the opener's TASK_SIZE: where its address space ends
  * @user:		the opener's user, charged for the file's memory
+ * @space:		what the files of @mm share
  * @regions_lock:	setup, the cookie tree, slots, consuming events
  *			(see the top of this file)
  * @cookies:		regions by cookie
@@ -116,7 +121,6 @@ struct umn_area {
  * @dropped:		ring events dropped, ever
  * @filtered:		invalidations a watch's causes did not ask for
  * @pressure_node:	in umn_pressure_lru, with FEATURE_PRESSURE
- * @pressure_mm:	the files of @mm with FEATURE_PRESSURE
  * @pressure_bytes:	bytes reclaim asked for since the last PRESSURE event
  * @pressure_next:	jiffies before which no PRESSURE event is posted
  * @header_page:	first page of the read-only area: counter, tail...
@@ -150,6 +154,7 @@ struct umn_file {
 	struct mm_struct *mm;
 	unsigned long task_size;
 	struct umn_user *user;
+	struct umn_space *space;
 
 	struct mutex regions_lock;	/* not in the notifier, see above */
 	struct rb_root cookies;
@@ -171,7 +176,6 @@ struct umn_file {
 	u64 dropped;
 	atomic64_t filtered;
 	struct list_head pressure_node;
-	struct umn_pressure_mm *pressure_mm;
 	u64 pressure_bytes;
 	unsigned long pressure_next;
 
@@ -201,11 +205,13 @@ struct umn_file {
 };
 
 /**
- * struct umn_region - one registration: 128 bytes, the file found from
+ * struct umn_region - one registration: 160 bytes, the file found from
  * the notifier's ops (see umn_region_file())
  * @notifier:	interval notifier over the watched range
  * @all_node:	whole-address-space watch: in &umn_file.all_regions
  *		instead
+ * @space_node:	range watch: in &umn_space.ranges, while linked
+ * @space_last:	the greatest last address of its subtree there
  * @cookie_node: node in &umn_file.cookies
  * @cookie:	user's cookie, unique within the file
  * @slot:	generation slot, or UMMUNOTIFY_NO_SLOT
@@ -222,6 +228,8 @@ struct umn_region {
 		struct mmu_interval_notifier notifier;
 		struct list_head all_node;
 	};
+	struct rb_node space_node;
+	unsigned long space_last;
 /* Every cause a watch can ask for fits in umn_region.causes. */
 static_assert(UMMUNOTIFY_CAUSE_PRESSURE < 8);
 
@@ -296,7 +304,7 @@ static inline int umn_retry_error(void)
 	return fatal_signal_pending(current) ? -EINTR : -EFAULT;
 }
 
-/* Saves a pointer in every region: 8 of the 128 bytes. */
+/* Saves a pointer in every region: 8 of the 160 bytes. */
 static inline struct umn_file *umn_region_file(struct umn_region *region)
 {
 	return container_of(region->notifier.ops, struct umn_file,
@@ -372,10 +380,17 @@ long umn_user_watches(struct umn_file *file);
 long umn_user_pages(struct umn_file *file);
 void umn_limits_init(void);
 
+/* space.c */
+int umn_space_get(struct umn_file *file);
+void umn_space_put(struct umn_file *file);
+int umn_space_add(struct umn_file *file, struct umn_region *region,
+		  u64 start, u64 end, struct umn_region *except);
+void umn_space_del(struct umn_file *file, struct umn_region *region);
+unsigned int umn_space_pressure_files(struct umn_file *file);
+void umn_space_pressure_add(struct umn_file *file, int n);
+
 /* pressure.c */
 int umn_pressure_init(void);
-int umn_pressure_prepare(struct umn_file *file);
-void umn_pressure_unprepare(struct umn_file *file);
 void umn_pressure_add(struct umn_file *file);
 void umn_pressure_del(struct umn_file *file);
 void umn_pressure_exit(void);

@@ -15,7 +15,7 @@
 #include "trace.h"
 
 /* What a watch costs, as the documentation says. */
-static_assert(sizeof(struct umn_region) <= 128);
+static_assert(sizeof(struct umn_region) <= 160);
 
 /*
  * Unknown future events count as CLEAR: assume the pages changed.
@@ -294,12 +294,14 @@ static void umn_free_slot(struct umn_file *file, struct umn_region *region)
 }
 
 /*
- * Make a pending watch of @cookie: charged, with its slot and first
- * generation (in *@generation) and its cookie taken, but no notifier
- * yet.  regions_lock held.
+ * Make a pending watch of @cookie over [@start, @end): charged, with its
+ * slot and first generation (in *@generation), its cookie taken and its
+ * range counted among the address space's, but no notifier yet.
+ * regions_lock held.
  */
 static struct umn_region *umn_reserve(struct umn_file *file, u64 cookie,
-				      u32 causes, bool all, u64 *generation)
+				      u32 causes, bool all, u64 start,
+				      u64 end, u64 *generation)
 {
 	struct umn_region *region;
 	int ret;
@@ -316,9 +318,14 @@ static struct umn_region *umn_reserve(struct umn_file *file, u64 cookie,
 			goto out_uncharge;
 		region->slot = ret;
 	}
+	if (!all) {
+		ret = umn_space_add(file, region, start, end, NULL);
+		if (ret)
+			goto out_slot;
+	}
 	ret = -EINVAL;
 	if (!umn_insert_cookie(file, region))
-		goto out_slot;
+		goto out_space;
 	region->pending = true;
 	file->used = true;
 
@@ -333,6 +340,9 @@ static struct umn_region *umn_reserve(struct umn_file *file, u64 cookie,
 	}
 	return region;
 
+out_space:
+	if (!all)
+		umn_space_del(file, region);
 out_slot:
 	umn_free_slot(file, region);
 out_uncharge:
@@ -383,6 +393,8 @@ static int umn_start(struct umn_file *file, struct umn_region *region,
 static void umn_unlink(struct umn_file *file, struct umn_region *region)
 {
 	rb_erase(&region->cookie_node, &file->cookies);
+	if (!region->all)
+		umn_space_del(file, region);
 	umn_uncharge_watch(file);
 	if (!region->pending)
 		umn_account_pages(file, region, -1);
@@ -441,10 +453,12 @@ void umn_remove_all(struct umn_file *file)
 					     cookie_node) {
 		umn_uncharge_watch(file);
 		/* The owner's other threads can still be in the notifier. */
-		if (region->all)
+		if (region->all) {
 			umn_all_remove(file, region);
-		else
+		} else {
 			mmu_interval_notifier_remove(&region->notifier);
+			umn_space_del(file, region);
+		}
 		if (!umn_has_ring(file)) {
 			spin_lock(&file->lock);
 			list_del(&umn_queued(region)->report);
@@ -478,7 +492,8 @@ int umn_register(struct umn_file *file,
 		ret = -EINVAL;
 	region = ret ? ERR_PTR(ret) :
 		 umn_reserve(file, args.user_cookie,
-			     UMMUNOTIFY_CAUSES_DEFAULT, false, &generation);
+			     UMMUNOTIFY_CAUSES_DEFAULT, false, args.start,
+			     args.end, &generation);
 	mutex_unlock(&file->regions_lock);
 	if (IS_ERR(region)) {
 		ret = PTR_ERR(region);
@@ -524,7 +539,7 @@ static struct umn_region *umn_make(struct umn_file *file,
 	region = !umn_watching(file) ? ERR_PTR(-EINVAL) :
 		 umn_reserve(file, watch->user_cookie,
 			     watch->causes ?: UMMUNOTIFY_CAUSES_DEFAULT,
-			     watch->flags & UMMUNOTIFY_WATCH_ALL,
+			     watch->flags & UMMUNOTIFY_WATCH_ALL, start, end,
 			     &watch->generation);
 	mutex_unlock(&file->regions_lock);
 	if (IS_ERR(region))
@@ -620,6 +635,13 @@ int umn_resize(struct umn_file *file, struct ummunotify_watch __user *argp)
 	if (!new)
 		new = ERR_PTR(-ENOMEM);
 	if (!IS_ERR(new)) {
+		ret = umn_space_add(file, new, start, end, old);
+		if (ret) {
+			umn_free_region(file, new);
+			new = ERR_PTR(ret);
+		}
+	}
+	if (!IS_ERR(new)) {
 		old->pending = true;
 		new->slot = old->slot;
 		watch.slot = old->slot;
@@ -639,6 +661,7 @@ int umn_resize(struct umn_file *file, struct ummunotify_watch __user *argp)
 	if (!ret) {
 		rb_replace_node(&old->cookie_node, &new->cookie_node,
 				&file->cookies);
+		umn_space_del(file, old);
 		umn_account_pages(file, new, 1);
 		umn_account_pages(file, old, -1);
 		spin_lock(&file->lock);
@@ -649,6 +672,8 @@ int umn_resize(struct umn_file *file, struct ummunotify_watch __user *argp)
 			umn_move_report(umn_queued(old), umn_queued(new));
 		spin_unlock(&file->lock);
 	}
+	if (ret)
+		umn_space_del(file, new);
 	mutex_unlock(&file->regions_lock);
 	if (ret) {
 		umn_free_region(file, new);

@@ -768,10 +768,15 @@ TEST_F(native, watch_fails_with_enospc_when_the_slots_run_out)
 	struct ummunotify_watch w = watch_arg(self->buf, ps, 0, 0);
 	unsigned int i;
 	struct umn u;
+	char *buf;
 
 	umn_init(_metadata, &u, UMMUNOTIFY_FEATURE_WATCH, 1, 0);
+	/* A page each: a stack over one page ends sooner (max_overlap). */
+	buf = mmap(NULL, u.p.slots * ps, PROT_NONE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, buf);
 	for (i = 0; i < u.p.slots; i++)
-		watch_range(_metadata, u.fd, self->buf, ps, i, 0);
+		watch_range(_metadata, u.fd, buf + i * ps, ps, i, 0);
 	w.user_cookie = i;
 	EXPECT_EQ(-ENOSPC, uioctl(u.fd, UMMUNOTIFY_WATCH, &w));
 	EXPECT_EQ(u.p.slots, fdinfo(u.fd, "regions"));
@@ -1721,6 +1726,8 @@ static void populate(struct __test_metadata *_metadata, char *p, size_t len)
 #define RUNNING_BYTES	(64UL << 20)
 #define RUNNING_CYCLES	4
 #define RUNNING_WATCHES	1024
+/* The last pages, watched in turn: far fewer a page than max_overlap. */
+#define RUNNING_PAGES	32
 
 struct running_clear {
 	char *region;
@@ -1756,7 +1763,7 @@ TEST_F(native, watch_returns_only_after_an_invalidation_already_running_on_its_r
 			MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	ASSERT_NE(MAP_FAILED, r.region);
 	ASSERT_EQ(0, madvise(r.region, RUNNING_BYTES, MADV_NOHUGEPAGE));
-	last = r.region + RUNNING_BYTES - ps;
+	last = r.region + RUNNING_BYTES - RUNNING_PAGES * ps;
 	for (cycle = 0; cycle < RUNNING_CYCLES; cycle++) {
 		populate(_metadata, r.region, RUNNING_BYTES);
 		r.started = false;
@@ -1768,9 +1775,11 @@ TEST_F(native, watch_returns_only_after_an_invalidation_already_running_on_its_r
 		n = 0;
 		while (n < RUNNING_WATCHES &&
 		       !__atomic_load_n(&r.done, __ATOMIC_ACQUIRE)) {
-			seen[n].w = watch_range(_metadata, self->u.fd, last,
+			char *page = last + n % RUNNING_PAGES * ps;
+
+			seen[n].w = watch_range(_metadata, self->u.fd, page,
 						ps, n, 0);
-			seen[n].present = page_present(pagemap, last);
+			seen[n].present = page_present(pagemap, page);
 			n++;
 		}
 		ASSERT_EQ(0, pthread_join(thread, NULL));
@@ -2149,6 +2158,179 @@ TEST_F(max_regions, watch_fails_with_enospc_at_max_regions)
 	EXPECT_EQ(2, fdinfo(u.fd, "regions"));
 	ASSERT_EQ(0, unwatch(u.fd, 1));
 	EXPECT_EQ(0, uioctl(u.fd, UMMUNOTIFY_WATCH, &w));
+}
+
+/*
+ * max_overlap: no address is under more than that many range watches of
+ * one address space, so that reclaim, migration and the OOM reaper never
+ * run a callback per watch of a stack a user built over their pages.
+ */
+#define MAX_OVERLAP	"/sys/module/ummunotify/parameters/max_overlap"
+#define STACK		8
+
+FIXTURE(max_overlap)
+{
+	long long saved;
+	struct umn u;
+	char *buf;
+};
+
+FIXTURE_SETUP(max_overlap)
+{
+	char text[32];
+
+	self->saved = read_number(MAX_OVERLAP);
+	ASSERT_LT(0, self->saved) TH_LOG("%s is missing", MAX_OVERLAP);
+	umn_init(_metadata, &self->u, WATCH_RING, 0, 0);
+	self->buf = map_guarded(_metadata, 2);
+	snprintf(text, sizeof(text), "%d\n", STACK);
+	if (write_file(MAX_OVERLAP, text))
+		SKIP(return, "not root: cannot write %s", MAX_OVERLAP);
+}
+
+FIXTURE_TEARDOWN(max_overlap)
+{
+	char text[32];
+
+	snprintf(text, sizeof(text), "%lld\n", self->saved);
+	if (read_number(MAX_OVERLAP) != self->saved)
+		EXPECT_EQ(0, write_file(MAX_OVERLAP, text));
+	close(self->u.fd);
+}
+
+/* STACK watches of the first page, cookies 1 to STACK. */
+static void stack_watches(struct __test_metadata *_metadata, int fd, char *buf)
+{
+	__u64 cookie;
+
+	for (cookie = 1; cookie <= STACK; cookie++)
+		watch_range(_metadata, fd, buf, ps, cookie, 0);
+}
+
+TEST_F(max_overlap, a_watch_over_a_full_stack_is_refused_and_changes_nothing)
+{
+	struct ummunotify_watch w = watch_arg(self->buf, 2 * ps, 100, 0);
+	__u64 tail;
+
+	stack_watches(_metadata, self->u.fd, self->buf);
+	tail = ring_tail(&self->u);
+	EXPECT_EQ(-ENOSPC, uioctl(self->u.fd, UMMUNOTIFY_WATCH, &w));
+	w = watch_arg(self->buf + ps - 8, 16, 101, 0);
+	EXPECT_EQ(-ENOSPC, uioctl(self->u.fd, UMMUNOTIFY_WATCH, &w));
+	EXPECT_EQ(-ENOSPC, register_region(self->u.fd, self->buf, ps, 102));
+	EXPECT_EQ(STACK, fdinfo(self->u.fd, "regions"));
+	EXPECT_EQ(tail, ring_tail(&self->u));
+	/* Beside the stack, and once one of it goes, there is room. */
+	watch_range(_metadata, self->u.fd, self->buf + ps, ps, 103, 0);
+	ASSERT_EQ(0, unwatch(self->u.fd, 1));
+	watch_range(_metadata, self->u.fd, self->buf, ps, 104, 0);
+	/* The page's invalidation calls the STACK watches over it. */
+	clear_page(_metadata, self->buf);
+	EXPECT_EQ(tail + STACK, ring_tail(&self->u));
+}
+
+/* Pages are invalidated whole: watches of distinct bytes of one stack up. */
+TEST_F(max_overlap, watches_of_distinct_bytes_of_one_page_stack_up)
+{
+	struct ummunotify_watch w = watch_arg(self->buf + STACK * 8, 8, 100, 0);
+	__u64 cookie;
+
+	for (cookie = 0; cookie < STACK; cookie++)
+		watch_range(_metadata, self->u.fd, self->buf + cookie * 8, 8,
+			    cookie, 0);
+	EXPECT_EQ(-ENOSPC, uioctl(self->u.fd, UMMUNOTIFY_WATCH, &w));
+	watch_range(_metadata, self->u.fd, self->buf + ps, 8, 101, 0);
+}
+
+/* What counts is the watches over each page, not over the whole range. */
+TEST_F(max_overlap, a_watch_over_many_pages_watched_once_each_is_made)
+{
+	char *buf = map_guarded(_metadata, 4 * STACK);
+	__u64 cookie;
+
+	for (cookie = 0; cookie < 4 * STACK; cookie++)
+		watch_range(_metadata, self->u.fd, buf + cookie * ps, ps,
+			    cookie, 0);
+	watch_range(_metadata, self->u.fd, buf, 4 * STACK * ps, 100, 0);
+	watch_range(_metadata, self->u.fd, self->buf, 2 * ps, 101, 0);
+}
+
+TEST_F(max_overlap, the_stack_counts_every_file_of_the_address_space)
+{
+	struct ummunotify_watch w = watch_arg(self->buf, ps, 1, 0);
+	struct umn other;
+	pid_t pid;
+
+	umn_init(_metadata, &other, WATCH_RING, 0, 0);
+	stack_watches(_metadata, self->u.fd, self->buf);
+	EXPECT_EQ(-ENOSPC, uioctl(other.fd, UMMUNOTIFY_WATCH, &w));
+	/* Another address space, the same addresses: a stack of its own. */
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		struct umn child;
+
+		umn_init(_metadata, &child, WATCH_RING, 0, 0);
+		stack_watches(_metadata, child.fd, self->buf);
+		_exit(_metadata->passed ? 0 : 1);
+	}
+	ASSERT_EQ(0, wait_child(pid));
+	close(other.fd);
+}
+
+TEST_F(max_overlap, resize_onto_a_full_stack_is_refused_and_keeps_the_watch)
+{
+	struct ummunotify_watch w;
+	struct ummunotify_ring_event ev;
+
+	stack_watches(_metadata, self->u.fd, self->buf);
+	watch_range(_metadata, self->u.fd, self->buf + ps, ps, 100, 0);
+	EXPECT_EQ(-ENOSPC, resize(self->u.fd, &w, self->buf, 2 * ps, 100, 0));
+	/* A watch of the stack may move within it: it does not count. */
+	EXPECT_EQ(0, resize(self->u.fd, &w, self->buf, ps / 2, 1, 0));
+	clear_page(_metadata, self->buf + ps);
+	ASSERT_TRUE(ring_pop(&self->u, &ev));
+	EXPECT_EQ(100, ev.user_cookie);
+	EXPECT_TRUE(ring_empty(&self->u));
+}
+
+TEST_F(max_overlap, watchv_unwatches_first_and_makes_room)
+{
+	struct ummunotify_watch w[2] = {
+		watch_arg(self->buf, ps, 100, 0),
+		watch_arg(self->buf, ps, 101, 0),
+	};
+	__u64 cookies[] = { 1 };
+	__u32 done;
+
+	stack_watches(_metadata, self->u.fd, self->buf);
+	EXPECT_EQ(-ENOSPC, watchv(self->u.fd, cookies, 1, w, 2, &done));
+	EXPECT_EQ(1U, done);
+	EXPECT_EQ(STACK, fdinfo(self->u.fd, "regions"));
+	EXPECT_EQ(-EINVAL, unwatch(self->u.fd, 1));
+}
+
+/*
+ * Against the module's own bound, whatever it is: a stack over one page
+ * ends at max_overlap, long before the slots do.
+ */
+TEST(a_stack_of_watches_over_one_page_ends_at_max_overlap)
+{
+	long long bound = read_number(MAX_OVERLAP), n;
+	char *buf = map_guarded(_metadata, 1);
+	struct umn u;
+	int ret = 0;
+
+	umn_init(_metadata, &u, WATCH_RING, 65536, 0);
+	for (n = 0; n < 65536 && !ret; n++) {
+		struct ummunotify_watch w = watch_arg(buf, ps, n, 0);
+
+		ret = uioctl(u.fd, UMMUNOTIFY_WATCH, &w);
+	}
+	EXPECT_EQ(-ENOSPC, ret);
+	EXPECT_EQ(bound, n - 1) TH_LOG("%lld watches of one page", n - 1);
+	EXPECT_GE(4096, n - 1);
+	close(u.fd);
 }
 
 /*

@@ -342,6 +342,8 @@ TEST_F(pressure, reclaim_returns_promptly_with_a_watch_of_all_user_space)
 #define MANY_FILES	8000
 #define MANY_WATCHED	(64UL << 20)	/* a few pages for each */
 #define PAGES_PARAM	"/sys/module/ummunotify/parameters/max_user_pages"
+/* Their watches stack up: as many over each page as there are files. */
+#define OVERLAP_PARAM	"/sys/module/ummunotify/parameters/max_overlap"
 
 static int child_with_many_files(void)
 {
@@ -391,14 +393,17 @@ static int child_with_many_files(void)
 
 TEST_F_TIMEOUT(pressure, a_reclaim_call_costs_the_same_with_many_files, 300)
 {
-	char pages[32];
+	char pages[32], overlap[32], stack[32];
 	pid_t pid;
 	int status;
 
 	self->made_cgroup = make_cgroup();
 	ASSERT_TRUE(self->made_cgroup) TH_LOG("no cgroup v2 memory controller");
 	ASSERT_EQ(0, read_file(PAGES_PARAM, pages, sizeof(pages)));
+	ASSERT_EQ(0, read_file(OVERLAP_PARAM, overlap, sizeof(overlap)));
 	ASSERT_EQ(0, write_file(PAGES_PARAM, "1000000"));
+	snprintf(stack, sizeof(stack), "%d", MANY_FILES);
+	ASSERT_EQ(0, write_file(OVERLAP_PARAM, stack));
 	ASSERT_EQ(0, write_file(INTERVAL_PARAM, "0"));
 	pid = fork();
 	ASSERT_LE(0, pid);
@@ -406,6 +411,7 @@ TEST_F_TIMEOUT(pressure, a_reclaim_call_costs_the_same_with_many_files, 300)
 		_exit(child_with_many_files());
 	ASSERT_EQ(pid, waitpid(pid, &status, 0));
 	EXPECT_EQ(0, write_file(PAGES_PARAM, pages));
+	EXPECT_EQ(0, write_file(OVERLAP_PARAM, overlap));
 	ASSERT_TRUE(WIFEXITED(status));
 	EXPECT_EQ(0, WEXITSTATUS(status));
 }
