@@ -85,6 +85,7 @@
 #include "sysfile.h"
 
 #define MAX_REGIONS	"/sys/module/ummunotify/parameters/max_regions"
+#define MAX_OVERLAP	"/sys/module/ummunotify/parameters/max_overlap"
 #define WATCH_RING	(UMMUNOTIFY_FEATURE_WATCH | UMMUNOTIFY_FEATURE_RING)
 #define KNOWN_FEATURES	(WATCH_RING | UMMUNOTIFY_FEATURE_PRESSURE)
 #define CAUSE(name)	(1U << UMMUNOTIFY_CAUSE_##name)
@@ -120,6 +121,7 @@ static dev_t device_rdev;
 static bool faults;		/* failslab and fail_page_alloc are there */
 static uint64_t task_size;
 static long long max_regions;
+static long long max_overlap;
 static bool verbose;
 /* tracefs, when the module's events are on for this run (see trace_on()). */
 static const char *tracing;
@@ -1205,6 +1207,21 @@ static void set_range(struct watch *w, uint64_t start, uint64_t end)
 		w->hi = end;
 }
 
+/*
+ * Could a range watch now find a page under max_overlap watches of the
+ * process?  Only if the process has that many watches, counting the
+ * threads' calls in flight and the shared cookies.
+ */
+static bool may_stack(void)
+{
+	long long n = R.threads + SHARED_FILES * SHARED_COOKIES;
+	int i;
+
+	for (i = 0; i < R.threads; i++)
+		n += __atomic_load_n(&R.t[i].live, __ATOMIC_RELAXED);
+	return max_overlap >= 0 && n >= max_overlap;
+}
+
 /* A live watch of this thread, or NULL. */
 static struct watch *pick_watch(struct thread *t, unsigned int *index)
 {
@@ -1331,6 +1348,10 @@ static void op_watch(struct thread *t)
 			errs |= E(ENOSPC);
 			ok_too = true;
 		}
+	}
+	if (may_succeed && !all && may_stack()) {
+		errs |= E(ENOSPC);
+		ok_too = true;
 	}
 	if (may_succeed && all) {
 		/* 16 a file; shared files: other threads add theirs. */
@@ -1475,6 +1496,7 @@ static void op_resize(struct thread *t)
 	uint64_t errs = 0, start, end;
 	struct ufile *f;
 	__u64 gen_before = 0;
+	bool stack;
 	int fi;
 	long ret;
 
@@ -1525,11 +1547,13 @@ static void op_resize(struct thread *t)
 	note(t, "RESIZE file %d cookie %#llx to [%#" PRIx64 ", %#" PRIx64
 	     ") causes %#x flags %#x place %d = %ld", fi, wa.user_cookie,
 	     start, end, wa.causes, wa.flags, pl, ret);
-	if (!reached(f, ret) || !expect(t, "RESIZE", ret, errs, false)) {
+	stack = !errs && may_stack();
+	if (!reached(f, ret) ||
+	    !expect(t, "RESIZE", ret, errs | (stack ? E(ENOSPC) : 0), stack)) {
 		put_file(f);
 		return;
 	}
-	if (!errs) {
+	if (!errs && !ret) {
 		set_range(w, start, end);
 		w->moved_op = t->op;
 		if (wa.causes)
@@ -2652,6 +2676,7 @@ static void op_shared(struct thread *t)
 		break;
 	case 2:
 		cmd = UMMUNOTIFY_RESIZE;
+		errs |= E(ENOSPC);
 		break;
 	default:
 		cmd = UMMUNOTIFY_UNREGISTER_REGION;
@@ -3114,6 +3139,7 @@ int main(int argc, char **argv)
 			munmap(p, ps);
 	}
 	max_regions = read_number(MAX_REGIONS);
+	max_overlap = read_number(MAX_OVERLAP);
 	faults = setup_faults();
 	trace_on(true);
 
