@@ -180,7 +180,7 @@ static bool check(const char *round, void *buf, char fill, uint64_t *key)
 	return got != fill;
 }
 
-/* buf registered and read, closed: cached, with its key. */
+/* buf registered and read, closed, and found cached: its key. */
 static uint64_t cache(void *buf, char fill)
 {
 	struct fid_mr *mr;
@@ -194,7 +194,7 @@ static uint64_t cache(void *buf, char fill)
 	fi_close(&mr->fid);
 	mr = reg(&owner, buf);
 	if (got != fill || fi_mr_key(mr) != key) {
-		fprintf(stderr, "ofi-stale: no MR cache here (read '%c', key %#llx then %#llx)\n",
+		fprintf(stderr, "ofi-stale: not cached (read '%c', key %#llx then %#llx)\n",
 			got, (unsigned long long)key,
 			(unsigned long long)fi_mr_key(mr));
 		exit(2);
@@ -233,6 +233,14 @@ static int test_remap(void)
 	     stats().notified > before.notified ? "notify()" : "nothing";
 	if (before.started)
 		printf("ofi-stale: round 2 was caught by %s\n", by);
+	/*
+	 * A monitor that refused every hit after an invalidation would pass
+	 * the rounds above: the replaced buffer must be cached again.
+	 */
+	if (!stale) {
+		cache(buf, 'D');
+		printf("ofi-stale: round 3: cached again, the peer reads the new pages\n");
+	}
 	return stale;
 }
 
@@ -362,6 +370,11 @@ int main(int argc, char **argv)
 		       (unsigned long long)stats().events,
 		       (unsigned long long)stats().notified,
 		       (unsigned long long)stats().stale);
+	/* A stopped thread notifies all and fails safe: still not a pass. */
+	if (ours) {
+		need(!stats().failures, "the monitor's thread stopped on an error");
+		need(!stats().overflows, "the monitor lost events");
+	}
 	fi_close(&dst_mr->fid);
 	fab_close(&peer);
 	fab_close(&owner);
