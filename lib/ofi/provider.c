@@ -114,12 +114,15 @@ FI_EXT_INI
 	if (said)
 		return NULL;
 	said = true;
-	umn_ofi__say("%sthe ummunotify memory monitor is not imported (%s%s): libfabric's default monitor is in use",
-	    asked ? "FI_MR_CACHE_MONITOR=ummunotify, but " : "",
-	    ret == -ENODEV || ret == -EBUSY ? "" : "/dev/ummunotify: ",
-	    ret == -ENODEV ? "no /dev/ummunotify" :
-	    ret == -EBUSY ? "another monitor was imported first" :
-	    strerror(-ret));
+	/* The winner may be the program's own copy of this one, or Open MPI's. */
+	if (ret == -EBUSY)
+		umn_ofi__say("%sthe ummunotify memory monitor is not imported: another imported monitor is in use",
+		    asked ? "FI_MR_CACHE_MONITOR=ummunotify, but " : "");
+	else
+		umn_ofi__say("%sthe ummunotify memory monitor is not imported (%s%s): libfabric's default monitor is in use",
+		    asked ? "FI_MR_CACHE_MONITOR=ummunotify, but " : "",
+		    ret == -ENODEV ? "" : "/dev/ummunotify: ",
+		    ret == -ENODEV ? "no /dev/ummunotify" : strerror(-ret));
 	return NULL;
 }
 
