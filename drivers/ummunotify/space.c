@@ -10,7 +10,9 @@
  * range would make each of its pages cost whoever reclaims or migrates it
  * a million callbacks.  So a range watch is refused if a page of it is
  * under max_overlap watches of the address space already: no page is
- * ever under more.  Whole-address-space watches are bounded on their own
+ * ever under more, in one mapping (a physical page mapped many times
+ * costs that for each mapping).  A watch counts until its notifier is
+ * removed.  Whole-address-space watches are bounded on their own
  * (watch_all.c).
  */
 

@@ -289,6 +289,12 @@ static inline bool umn_is_owner(struct umn_file *file)
 	return current->mm == file->mm;
 }
 
+/* A range watch with a notifier, counted in the address space's tree. */
+static inline bool umn_in_space(const struct umn_region *region)
+{
+	return !RB_EMPTY_NODE(&region->space_node);
+}
+
 static inline bool umn_has_ring(struct umn_file *file)
 {
 	return file->ring;

@@ -233,6 +233,8 @@ static struct umn_region *umn_alloc_region(struct umn_file *file, u64 cookie,
 	region->causes = causes | BIT(UMMUNOTIFY_CAUSE_RELEASE);
 	region->slot = UMMUNOTIFY_NO_SLOT;
 	region->all = all;
+	/* Until umn_space_add() puts it in the address space's tree. */
+	RB_CLEAR_NODE(&region->space_node);
 	return region;
 }
 
@@ -320,6 +322,14 @@ static struct umn_region *umn_reserve(struct umn_file *file, u64 cookie,
 	}
 	if (!all) {
 		ret = umn_space_add(file, region, start, end, NULL);
+		/*
+		 * A 2010 client may not look at REGISTER's result (Open MPI
+		 * 1.5-2.0 does not): it gets a registration that nothing
+		 * watches, reported changed at once (see umn_register()),
+		 * rather than one it would keep, believing it watched.
+		 */
+		if (ret == -ENOSPC && !file->set_up)
+			ret = 0;
 		if (ret)
 			goto out_slot;
 	}
@@ -341,7 +351,7 @@ static struct umn_region *umn_reserve(struct umn_file *file, u64 cookie,
 	return region;
 
 out_space:
-	if (!all)
+	if (umn_in_space(region))
 		umn_space_del(file, region);
 out_slot:
 	umn_free_slot(file, region);
@@ -393,8 +403,6 @@ static int umn_start(struct umn_file *file, struct umn_region *region,
 static void umn_unlink(struct umn_file *file, struct umn_region *region)
 {
 	rb_erase(&region->cookie_node, &file->cookies);
-	if (!region->all)
-		umn_space_del(file, region);
 	umn_uncharge_watch(file);
 	if (!region->pending)
 		umn_account_pages(file, region, -1);
@@ -413,11 +421,16 @@ static void umn_unlink(struct umn_file *file, struct umn_region *region)
 static void umn_destroy(struct umn_file *file, struct umn_region *region,
 			bool started)
 {
+	bool watched = umn_in_space(region);
+
 	/* After it no callback can touch @region. */
 	if (started && region->all)
 		umn_all_remove(file, region);
-	else if (started)
+	else if (started && watched)
 		mmu_interval_notifier_remove(&region->notifier);
+	/* Counted over its pages until its notifier is gone. */
+	if (watched)
+		umn_space_del(file, region);
 	umn_free_slot(file, region);
 	umn_free_region(file, region);
 }
@@ -455,7 +468,7 @@ void umn_remove_all(struct umn_file *file)
 		/* The owner's other threads can still be in the notifier. */
 		if (region->all) {
 			umn_all_remove(file, region);
-		} else {
+		} else if (umn_in_space(region)) {
 			mmu_interval_notifier_remove(&region->notifier);
 			umn_space_del(file, region);
 		}
@@ -468,6 +481,20 @@ void umn_remove_all(struct umn_file *file)
 		cond_resched();
 	}
 	file->cookies = RB_ROOT;
+}
+
+/* A registration nothing watches: changed, as far as its owner knows. */
+static void umn_report_now(struct umn_file *file, struct umn_region *region)
+{
+	bool posted;
+
+	spin_lock(&file->lock);
+	posted = umn_report(file, region, umn_region_start(region),
+			    umn_region_end(file, region),
+			    UMMUNOTIFY_CAUSE_UNMAP);
+	spin_unlock(&file->lock);
+	if (posted)
+		umn_wake(file);
 }
 
 /*
@@ -497,6 +524,11 @@ int umn_register(struct umn_file *file,
 	mutex_unlock(&file->regions_lock);
 	if (IS_ERR(region)) {
 		ret = PTR_ERR(region);
+	} else if (!umn_in_space(region)) {
+		/* Its pages are under max_overlap watches: see umn_reserve(). */
+		slot = region->slot;
+		umn_report_now(file, region);
+		umn_finish(file, region, 0, false);
 	} else {
 		slot = region->slot;
 		ret = umn_start(file, region, args.start, args.end, true);
@@ -661,7 +693,6 @@ int umn_resize(struct umn_file *file, struct ummunotify_watch __user *argp)
 	if (!ret) {
 		rb_replace_node(&old->cookie_node, &new->cookie_node,
 				&file->cookies);
-		umn_space_del(file, old);
 		umn_account_pages(file, new, 1);
 		umn_account_pages(file, old, -1);
 		spin_lock(&file->lock);

@@ -2290,8 +2290,33 @@ TEST_F(max_overlap, resize_onto_a_full_stack_is_refused_and_keeps_the_watch)
 	EXPECT_EQ(0, resize(self->u.fd, &w, self->buf, ps / 2, 1, 0));
 	clear_page(_metadata, self->buf + ps);
 	ASSERT_TRUE(ring_pop(&self->u, &ev));
-	EXPECT_EQ(100, ev.user_cookie);
+	EXPECT_EQ(100ULL, ev.user_cookie);
 	EXPECT_TRUE(ring_empty(&self->u));
+}
+
+/*
+ * Open MPI 1.5-2.0 does not look at REGISTER's result: a 2010 client gets
+ * the registration, reported changed at once, so that it drops it rather
+ * than keep one nothing watches.  A set-up file gets ENOSPC.
+ */
+TEST_F(max_overlap, a_2010_registration_over_a_full_page_is_reported_at_once)
+{
+	int fd = open_dev(_metadata, O_RDWR | O_NONBLOCK);
+	struct ummunotify_event ev[2];
+	__u64 cookie;
+
+	for (cookie = 1; cookie <= STACK; cookie++)
+		ASSERT_EQ(0, register_region(fd, self->buf, ps, cookie));
+	EXPECT_EQ(-EAGAIN, try_read(fd, ev, sizeof(ev)));
+	ASSERT_EQ(0, register_region(fd, self->buf + ps - 8, 16, 100));
+	ASSERT_EQ((ssize_t)sizeof(ev), try_read(fd, ev, sizeof(ev)));
+	EXPECT_EQ(UMMUNOTIFY_EVENT_TYPE_INVAL, (int)ev[0].type);
+	EXPECT_EQ(100ULL, ev[0].user_cookie_counter);
+	EXPECT_EQ(UMMUNOTIFY_EVENT_TYPE_LAST, (int)ev[1].type);
+	EXPECT_EQ(STACK + 1, fdinfo(fd, "regions"));
+	EXPECT_EQ(0, unwatch(fd, 100));
+	EXPECT_EQ(-ENOSPC, register_region(self->u.fd, self->buf, ps, 101));
+	close(fd);
 }
 
 TEST_F(max_overlap, watchv_unwatches_first_and_makes_room)
@@ -2314,7 +2339,7 @@ TEST_F(max_overlap, watchv_unwatches_first_and_makes_room)
  * Against the module's own bound, whatever it is: a stack over one page
  * ends at max_overlap, long before the slots do.
  */
-TEST(a_stack_of_watches_over_one_page_ends_at_max_overlap)
+TEST_F(native, a_stack_of_watches_over_one_page_ends_at_max_overlap)
 {
 	long long bound = read_number(MAX_OVERLAP), n;
 	char *buf = map_guarded(_metadata, 1);
