@@ -243,6 +243,8 @@ struct watch {
 	uint64_t lo, hi;		/* every range it ever had */
 	uint32_t hits;			/* invalidations the owner caused */
 	unsigned long made_op, moved_op;	/* its WATCH, last RESIZE */
+	unsigned long gone_op;		/* its UNREGISTER */
+	uint64_t made_gen;		/* what WATCH returned */
 	atomic_uint seen;		/* events consumed for it */
 	uint64_t hit_seq;		/* before the owner's last hit */
 	_Atomic uint64_t read_seq;	/* after the last read of a report */
@@ -631,8 +633,16 @@ static void check_ring_event(struct thread *t, struct ufile *f, int fi,
 		if (ev->slot == UMMUNOTIFY_NO_SLOT ||
 		    (w->slot_known && ev->slot != w->slot))
 			fail(t, "event for cookie %#" PRIx64 " names slot %u, "
-			     "not %u", (uint64_t)ev->user_cookie, ev->slot,
-			     w->slot);
+			     "not %u: event generation %#" PRIx64 ", slot %u "
+			     "reads %#" PRIx64 ", slot %u %#" PRIx64 "; the "
+			     "watch made at op %lu (generation %#" PRIx64
+			     "), last moved at op %lu, %s at op %lu",
+			     (uint64_t)ev->user_cookie, ev->slot, w->slot,
+			     (uint64_t)ev->generation, ev->slot,
+			     ev->slot < f->p.slots ? gen_word(f, ev->slot) : 0,
+			     w->slot, gen_word(f, w->slot), w->made_op,
+			     w->made_gen, w->moved_op,
+			     w->live ? "live" : "gone", w->gone_op);
 		saw_gen(t, f, ev->generation, ev->user_cookie, "ring event");
 	} else if (ev->slot != UMMUNOTIFY_NO_SLOT || ev->generation) {
 		fail(t, "event of a watch without slot: slot %u, generation %"
@@ -1401,6 +1411,7 @@ static void op_watch(struct thread *t)
 		} else if (native) {
 			w->slot = wa.slot;
 			w->slot_known = true;
+			w->made_gen = wa.generation;
 			saw_gen(t, f, wa.generation, cookie, "WATCH");
 			if (gen_word(f, wa.slot) < wa.generation)
 				fail(t, "slot %u reads %#llx after WATCH "
@@ -1428,6 +1439,7 @@ out:
 static void drop_watch(struct thread *t, struct watch *w, struct ufile *f)
 {
 	w->live = false;
+	w->gone_op = t->op;
 	t->live--;
 	if (w->has_slot)
 		atomic_fetch_sub(&f->slotted, 1);
