@@ -521,15 +521,21 @@ int umn_register(struct umn_file *file,
 		 umn_reserve(file, args.user_cookie,
 			     UMMUNOTIFY_CAUSES_DEFAULT, false, args.start,
 			     args.end, &generation);
+	if (!IS_ERR(region) && !umn_in_space(region)) {
+		/*
+		 * Its pages are under max_overlap watches (see umn_reserve()):
+		 * made and reported at once, under the lock, so that no
+		 * UNREGISTER finds it pending or frees it first.
+		 */
+		slot = region->slot;
+		umn_finish(file, region, 0, false);
+		umn_report_now(file, region);
+		region = NULL;
+	}
 	mutex_unlock(&file->regions_lock);
 	if (IS_ERR(region)) {
 		ret = PTR_ERR(region);
-	} else if (!umn_in_space(region)) {
-		/* Its pages are under max_overlap watches: see umn_reserve(). */
-		slot = region->slot;
-		umn_report_now(file, region);
-		umn_finish(file, region, 0, false);
-	} else {
+	} else if (region) {
 		slot = region->slot;
 		ret = umn_start(file, region, args.start, args.end, true);
 		umn_finish(file, region, ret, !ret);
