@@ -34,7 +34,12 @@
  * hour.
  */
 #define GET_SECONDS	20
-#define MAX_ATTEMPTS	3	/* of one get */
+/*
+ * Of one get: each EAGAIN is a second of the range changing under the
+ * registration's retries, so this bounds a getter's starvation to ten
+ * seconds.  Three failed on an idle two-core host (seed 1796177715).
+ */
+#define MAX_ATTEMPTS	10
 
 struct treg {
 	uint64_t start;
