@@ -414,12 +414,12 @@ static void umn_unlink(struct umn_file *file, struct umn_region *region)
 }
 
 /*
- * Remove an unlinked @region's notifier (@started), free its slot and
- * @region.  Without regions_lock: the removal waits for the address
+ * Remove @region's notifier (@started), then its range from the address
+ * space's.  Without regions_lock: the removal waits for the address
  * space's running invalidations.
  */
-static void umn_destroy(struct umn_file *file, struct umn_region *region,
-			bool started)
+static void umn_stop(struct umn_file *file, struct umn_region *region,
+		     bool started)
 {
 	bool watched = umn_in_space(region);
 
@@ -431,6 +431,13 @@ static void umn_destroy(struct umn_file *file, struct umn_region *region,
 	/* Counted over its pages until its notifier is gone. */
 	if (watched)
 		umn_space_del(file, region);
+}
+
+/* Stop an unlinked @region, free its slot and @region. */
+static void umn_destroy(struct umn_file *file, struct umn_region *region,
+			bool started)
+{
+	umn_stop(file, region, started);
 	umn_free_slot(file, region);
 	umn_free_region(file, region);
 }
@@ -466,12 +473,7 @@ void umn_remove_all(struct umn_file *file)
 					     cookie_node) {
 		umn_uncharge_watch(file);
 		/* The owner's other threads can still be in the notifier. */
-		if (region->all) {
-			umn_all_remove(file, region);
-		} else if (umn_in_space(region)) {
-			mmu_interval_notifier_remove(&region->notifier);
-			umn_space_del(file, region);
-		}
+		umn_stop(file, region, true);
 		if (!umn_has_ring(file)) {
 			spin_lock(&file->lock);
 			list_del(&umn_queued(region)->report);
@@ -521,13 +523,14 @@ int umn_register(struct umn_file *file,
 		 umn_reserve(file, args.user_cookie,
 			     UMMUNOTIFY_CAUSES_DEFAULT, false, args.start,
 			     args.end, &generation);
+	if (!IS_ERR(region))
+		slot = region->slot;
 	if (!IS_ERR(region) && !umn_in_space(region)) {
 		/*
 		 * Its pages are under max_overlap watches (see umn_reserve()):
 		 * made and reported at once, under the lock, so that no
 		 * UNREGISTER finds it pending or frees it first.
 		 */
-		slot = region->slot;
 		umn_finish(file, region, 0, false);
 		umn_report_now(file, region);
 		region = NULL;
@@ -536,7 +539,6 @@ int umn_register(struct umn_file *file,
 	if (IS_ERR(region)) {
 		ret = PTR_ERR(region);
 	} else if (region) {
-		slot = region->slot;
 		ret = umn_start(file, region, args.start, args.end, true);
 		umn_finish(file, region, ret, !ret);
 	}
