@@ -26,7 +26,7 @@
 
 static unsigned int max_overlap = 64;
 module_param(max_overlap, uint, 0644);
-MODULE_PARM_DESC(max_overlap, "Maximum number of range watches of one address space over any one address (default 64)");
+MODULE_PARM_DESC(max_overlap, "Maximum number of range watches of one address space over any one page (default 64)");
 
 /**
  * struct umn_space - what the files of one address space share
