@@ -35,7 +35,7 @@ apt-get update -qq
 # 6.1's headers pull no image (6.12's would: they are in the chroot).
 apt-get install -y -qq --no-install-recommends \
 	build-essential bc bison flex libelf-dev libssl-dev cpio kmod xz-utils zstd \
-	qemu-system-x86 busybox-static debootstrap \
+	qemu-system-x86 debootstrap \
 	linux-headers-amd64 linux-source-6.1 \
 	sparse coccinelle pkg-config gcc-multilib \
 	rdma-core ibverbs-utils libibverbs-dev ibverbs-providers iproute2 \
@@ -193,6 +193,9 @@ sparse_for_7() {
 
 krel_12=$(kernel_root bookworm bookworm-backports)
 krel_6=$(host_image "$(root_of bookworm)")
+# The guests' busybox (lib/roots.sh's static_busybox).
+in_root "$(root_of bookworm)" '' apt-get install -y -qq --no-install-recommends \
+	busybox-static >/dev/null
 krel_5=$(kernel_root bullseye bullseye)
 krel_7=$(kernel_root trixie trixie-backports)
 sparse_for_7 "$(root_of trixie)" "$krel_7"

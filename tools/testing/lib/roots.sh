@@ -74,6 +74,22 @@ root_of_image() {
 	)
 }
 
+# Print the static busybox the guests' initramfs holds, the bookworm
+# chroot's: setup-host.sh installs busybox-static there, not on the host,
+# where it would replace busybox and make the host's initramfs again.  Or
+# fail.
+static_busybox() {
+	(
+	IFS='
+'
+	for r_place in $cache_places; do
+		[ ! -x "$r_place/roots/bookworm/bin/busybox" ] ||
+			{ echo "$r_place/roots/bookworm/bin/busybox"; exit 0; }
+	done
+	exit 1
+	)
+}
+
 # Print the root that KREL's headers are installed in, or fail.
 root_of_kernel() {
 	list_kernels | awk -v k="$1" '$1 == k { print $2; found = 1; exit }
