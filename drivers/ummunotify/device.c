@@ -42,7 +42,7 @@ static bool umn_readable(struct umn_file *file)
 {
 	if (umn_has_ring(file))
 		return umn_ring_readable(file);
-	return !list_empty(&file->reports) || file->need_last;
+	return file->refused || !list_empty(&file->reports) || file->need_last;
 }
 
 /*

@@ -47,8 +47,38 @@ void umn_move_report(struct umn_queued_region *old,
 }
 
 /*
- * 2010 ABI: fill @event with the oldest pending report, or with LAST once
- * the queue is empty.  Returns the region reported, NULL for LAST, or an
+ * 2010 ABI: REGISTER of [@start, @end) failed for a limit or for memory.
+ * Open MPI 1.5-2.0 ignores REGISTER's result and would keep, believing it
+ * watched, a registration nothing watches: one report over every range
+ * refused since it was last read tells it to drop them.  It releases by
+ * range; the report's cookie, 0, names no registration of Portals4, which
+ * matches by cookie and checks REGISTER's result.
+ */
+void umn_report_refusal(struct umn_file *file, u64 start, u64 end)
+{
+	spin_lock(&file->lock);
+	if (!file->refused) {
+		file->refused = true;
+		file->refused_start = start;
+		file->refused_end = end;
+	} else {
+		file->refused_start = min(file->refused_start, start);
+		file->refused_end = max(file->refused_end, end);
+	}
+	WRITE_ONCE(*file->counter, *file->counter + 1);
+	file->events++;
+	this_cpu_inc(umn_stats.events);
+	spin_unlock(&file->lock);
+	umn_wake(file);
+}
+
+/* What umn_peek() returns for the refusals' report: no region's. */
+static struct umn_queued_region umn_refusal_report;
+
+/*
+ * 2010 ABI: fill @event with the refusals' report, else the oldest
+ * pending report, else LAST once the queue is empty.  Returns the region
+ * reported (&umn_refusal_report for the refusals), NULL for LAST, or an
  * error pointer when nothing is pending.
  */
 static struct umn_queued_region *umn_peek(struct umn_file *file,
@@ -60,7 +90,13 @@ static struct umn_queued_region *umn_peek(struct umn_file *file,
 	spin_lock(&file->lock);
 	queued = list_first_entry_or_null(&file->reports,
 					  struct umn_queued_region, report);
-	if (queued) {
+	if (file->refused) {
+		queued = &umn_refusal_report;
+		event->type = UMMUNOTIFY_EVENT_TYPE_INVAL;
+		event->flags = UMMUNOTIFY_EVENT_FLAG_HINT;
+		event->hint_start = file->refused_start;
+		event->hint_end = file->refused_end;
+	} else if (queued) {
 		event->type = UMMUNOTIFY_EVENT_TYPE_INVAL;
 		event->user_cookie_counter = queued->region.cookie;
 		if (queued->hint) {
@@ -89,6 +125,12 @@ static void umn_consume(struct umn_file *file,
 	spin_lock(&file->lock);
 	if (!queued) {
 		file->need_last = false;
+	} else if (queued == &umn_refusal_report) {
+		/* Else refused again since the peek: keep it, widened. */
+		if (file->refused_start == event->hint_start &&
+		    file->refused_end == event->hint_end)
+			file->refused = false;
+		file->need_last = true;
 	} else if (!(event->flags & UMMUNOTIFY_EVENT_FLAG_HINT) ||
 		   queued->hint) {
 		list_del_init(&queued->report);

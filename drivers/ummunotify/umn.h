@@ -114,6 +114,9 @@ struct umn_area {
  * @released:		the address space has exited
  * @reports:		2010 ABI: regions with a pending report, oldest first
  * @need_last:		2010 ABI: a report was read and no LAST followed yet
+ * @refused:		2010 ABI: a REGISTER failed for a limit or for memory
+ *			since the last read of its report, which covers
+ *			[@refused_start, @refused_end)
  * @last_generation:	last generation handed out: they never repeat
  * @tail:		ring producer position
  * @lost:		ring events dropped since the last OVERFLOW event
@@ -169,6 +172,9 @@ struct umn_file {
 	bool released;
 	struct list_head reports;
 	bool need_last;
+	bool refused;
+	u64 refused_start;
+	u64 refused_end;
 	u64 last_generation;
 	u64 tail;
 	u64 lost;
@@ -372,6 +378,7 @@ bool umn_queue_report(struct umn_file *file, struct umn_region *region,
 		      u64 start, u64 end);
 void umn_move_report(struct umn_queued_region *old,
 		     struct umn_queued_region *new);
+void umn_report_refusal(struct umn_file *file, u64 start, u64 end);
 ssize_t umn_read_reports(struct umn_file *file, char __user *buf,
 			 size_t count);
 

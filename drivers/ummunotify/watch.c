@@ -510,6 +510,7 @@ int umn_register(struct umn_file *file,
 	u32 slot = UMMUNOTIFY_NO_SLOT;
 	struct umn_region *region;
 	u64 generation;
+	bool legacy;
 	int ret;
 
 	if (copy_from_user(&args, argp, sizeof(args)))
@@ -517,7 +518,8 @@ int umn_register(struct umn_file *file,
 	ret = umn_check_range(file, args.start, args.end);
 
 	mutex_lock(&file->regions_lock);
-	if (!ret && file->set_up && (args.flags || args.reserved))
+	legacy = !file->set_up;
+	if (!ret && !legacy && (args.flags || args.reserved))
 		ret = -EINVAL;
 	region = ret ? ERR_PTR(ret) :
 		 umn_reserve(file, args.user_cookie,
@@ -542,6 +544,9 @@ int umn_register(struct umn_file *file,
 		ret = umn_start(file, region, args.start, args.end, true);
 		umn_finish(file, region, ret, !ret);
 	}
+	/* Refused for a limit or for memory, not for its arguments. */
+	if (legacy && ret && ret != -EINVAL)
+		umn_report_refusal(file, args.start, args.end);
 	trace_ummunotify_register(args.user_cookie, args.start, args.end,
 				  slot, ret);
 	return ret;

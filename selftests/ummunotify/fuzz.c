@@ -669,6 +669,16 @@ static void check_legacy_event(struct thread *t, struct ufile *f, int fi,
 	if (ev->type == UMMUNOTIFY_EVENT_TYPE_INVAL &&
 	    is_shared_cookie(ev->user_cookie_counter))
 		return;
+	/* Cookie 0: the report of REGISTERs refused for a limit or memory. */
+	if (ev->type == UMMUNOTIFY_EVENT_TYPE_INVAL &&
+	    !ev->user_cookie_counter) {
+		if (ev->flags != UMMUNOTIFY_EVENT_FLAG_HINT ||
+		    ev->hint_start >= ev->hint_end || ev->hint_end > task_size)
+			fail(t, "refusal report flags %#x [%#" PRIx64 ", %#"
+			     PRIx64 ")", ev->flags, (uint64_t)ev->hint_start,
+			     (uint64_t)ev->hint_end);
+		return;
+	}
 	w = watch_of(ev->user_cookie_counter);
 	if (ev->type != UMMUNOTIFY_EVENT_TYPE_INVAL || !w || w->file != fi ||
 	    w->epoch != f->epoch) {

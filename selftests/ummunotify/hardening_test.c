@@ -641,24 +641,55 @@ TEST_F(user_limits, a_user_namespace_shares_its_creators_budget)
 	EXPECT_EQ(0, wait_child(holder));
 }
 
+/*
+ * Open MPI 1.5-2.0 ignores REGISTER's result: a refused registration is
+ * reported changed, cookie 0, over the ranges refused since the last
+ * read, ahead of LAST.
+ */
 TEST_F(user_limits, max_user_watches_bounds_2010_registrations_too)
 {
-	char *buf = map_guarded(_metadata, 1);
+	char *buf = map_guarded(_metadata, 4);
 	pid_t pid;
 
 	ASSERT_EQ(0, set_param("max_user_watches", 2));
 	pid = fork();
 	ASSERT_LE(0, pid);
 	if (!pid) {
+		struct ummunotify_event ev[3];
+		volatile __u64 *counter;
 		int fd;
 
 		if (become(TEST_UID))
 			_exit(10);
-		fd = open(DEVICE, O_RDONLY);
-		if (fd < 0 || register_region(fd, buf, ps, 1) ||
+		fd = open(DEVICE, O_RDONLY | O_NONBLOCK);
+		counter = mmap(NULL, sizeof(*counter), PROT_READ, MAP_SHARED,
+			       fd, 0);
+		if (fd < 0 || counter == MAP_FAILED ||
+		    register_region(fd, buf, ps, 1) ||
 		    register_region(fd, buf, ps, 2))
 			_exit(11);
-		_exit(register_region(fd, buf, ps, 3) == -ENOSPC ? 0 : 12);
+		if (register_region(fd, buf + 2 * ps, ps, 3) != -ENOSPC ||
+		    register_region(fd, buf + ps, 10, 4) != -ENOSPC ||
+		    *counter != 2)
+			_exit(12);
+		/* Bad arguments are no refusal. */
+		if (register_region(fd, buf + ps, 0, 5) != -EINVAL ||
+		    *counter != 2)
+			_exit(13);
+		if (read(fd, ev, sizeof(ev)) != 2 * sizeof(ev[0]) ||
+		    ev[0].type != UMMUNOTIFY_EVENT_TYPE_INVAL ||
+		    ev[0].flags != UMMUNOTIFY_EVENT_FLAG_HINT ||
+		    ev[0].user_cookie_counter != 0 ||
+		    ev[0].hint_start != (uintptr_t)(buf + ps) ||
+		    ev[0].hint_end != (uintptr_t)(buf + 3 * ps) ||
+		    ev[1].type != UMMUNOTIFY_EVENT_TYPE_LAST ||
+		    ev[1].user_cookie_counter != 2)
+			_exit(14);
+		/* Reported once; the two watches stand. */
+		if (read(fd, ev, sizeof(ev)) != -1 || errno != EAGAIN ||
+		    fdinfo(fd, "regions") != 2)
+			_exit(15);
+		_exit(0);
 	}
 	EXPECT_EQ(0, wait_child(pid));
 }
