@@ -130,7 +130,9 @@ static int umn_space_full(struct umn_space *space, unsigned long start,
 		seen += other != except;
 	if (seen < limit)
 		return 0;
-	active = kmalloc_array(limit, sizeof(*active), GFP_KERNEL_ACCOUNT);
+	/* Root may set an absurd max_overlap: ENOMEM, not a warning. */
+	active = kmalloc_array(limit, sizeof(*active),
+			       GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
 	if (!active)
 		return -ENOMEM;
 	for (other = umn_ranges_iter_first(&space->ranges, start, last);
