@@ -33,9 +33,10 @@ export DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes
 apt-get update -qq
 
 # 6.1's headers pull no image (6.12's would: they are in the chroot).
+# socat is the shell of vm-run's peer guest (lib/tests/ofi/two-rxe).
 apt-get install -y -qq --no-install-recommends \
 	build-essential bc bison flex libelf-dev libssl-dev cpio kmod xz-utils zstd \
-	qemu-system-x86 debootstrap \
+	qemu-system-x86 debootstrap socat \
 	linux-headers-amd64 linux-source-6.1 \
 	sparse coccinelle pkg-config gcc-multilib \
 	rdma-core ibverbs-utils libibverbs-dev ibverbs-providers iproute2 \
