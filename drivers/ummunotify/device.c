@@ -42,7 +42,8 @@ static bool umn_readable(struct umn_file *file)
 {
 	if (umn_has_ring(file))
 		return umn_ring_readable(file);
-	return file->refused || !list_empty(&file->reports) || file->need_last;
+	return umn_refusals_pending(file) || !list_empty(&file->reports) ||
+	       file->need_last;
 }
 
 /*

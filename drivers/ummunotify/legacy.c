@@ -52,19 +52,20 @@ void umn_move_report(struct umn_queued_region *old,
  * watched, a registration nothing watches: one report over every range
  * refused since it was last read tells it to drop them.  It releases by
  * range; the report's cookie, 0, names no registration of Portals4, which
- * matches by cookie and checks REGISTER's result.
+ * matches by cookie and checks REGISTER's result.  regions_lock held,
+ * the file not set up: SETUP may have run since the call began.
  */
 void umn_report_refusal(struct umn_file *file, u64 start, u64 end)
 {
 	spin_lock(&file->lock);
-	if (!file->refused) {
-		file->refused = true;
+	if (!umn_refusals_pending(file)) {
 		file->refused_start = start;
 		file->refused_end = end;
 	} else {
 		file->refused_start = min(file->refused_start, start);
 		file->refused_end = max(file->refused_end, end);
 	}
+	file->refusals++;
 	WRITE_ONCE(*file->counter, *file->counter + 1);
 	file->events++;
 	this_cpu_inc(umn_stats.events);
@@ -76,13 +77,16 @@ void umn_report_refusal(struct umn_file *file, u64 start, u64 end)
 static struct umn_queued_region umn_refusal_report;
 
 /*
- * 2010 ABI: fill @event with the refusals' report, else the oldest
- * pending report, else LAST once the queue is empty.  Returns the region
- * reported (&umn_refusal_report for the refusals), NULL for LAST, or an
- * error pointer when nothing is pending.
+ * 2010 ABI: fill @event with the oldest pending report, else the
+ * refusals' (last: zhpe reads cookie 0 as the end of the events and
+ * would leave the others unread), else LAST.  Returns the region
+ * reported (&umn_refusal_report for the refusals, with in *@refusals
+ * the count it covers), NULL for LAST, or an error pointer when nothing
+ * is pending.
  */
 static struct umn_queued_region *umn_peek(struct umn_file *file,
-					  struct ummunotify_event *event)
+					  struct ummunotify_event *event,
+					  u64 *refusals)
 {
 	struct umn_queued_region *queued;
 
@@ -90,13 +94,7 @@ static struct umn_queued_region *umn_peek(struct umn_file *file,
 	spin_lock(&file->lock);
 	queued = list_first_entry_or_null(&file->reports,
 					  struct umn_queued_region, report);
-	if (file->refused) {
-		queued = &umn_refusal_report;
-		event->type = UMMUNOTIFY_EVENT_TYPE_INVAL;
-		event->flags = UMMUNOTIFY_EVENT_FLAG_HINT;
-		event->hint_start = file->refused_start;
-		event->hint_end = file->refused_end;
-	} else if (queued) {
+	if (queued) {
 		event->type = UMMUNOTIFY_EVENT_TYPE_INVAL;
 		event->user_cookie_counter = queued->region.cookie;
 		if (queued->hint) {
@@ -107,6 +105,13 @@ static struct umn_queued_region *umn_peek(struct umn_file *file,
 			event->hint_start = umn_region_start(&queued->region);
 			event->hint_end = umn_region_end(file, &queued->region);
 		}
+	} else if (umn_refusals_pending(file)) {
+		queued = &umn_refusal_report;
+		*refusals = file->refusals;
+		event->type = UMMUNOTIFY_EVENT_TYPE_INVAL;
+		event->flags = UMMUNOTIFY_EVENT_FLAG_HINT;
+		event->hint_start = file->refused_start;
+		event->hint_end = file->refused_end;
 	} else if (file->need_last) {
 		event->type = UMMUNOTIFY_EVENT_TYPE_LAST;
 		event->user_cookie_counter = *file->counter;
@@ -117,19 +122,20 @@ static struct umn_queued_region *umn_peek(struct umn_file *file,
 	return queued;
 }
 
-/* @event, peeked for @queued (NULL: LAST), reached user space. */
+/*
+ * @event, peeked for @queued (NULL: LAST) and, for the refusals' report,
+ * @refusals, reached user space.
+ */
 static void umn_consume(struct umn_file *file,
 			struct umn_queued_region *queued,
-			const struct ummunotify_event *event)
+			const struct ummunotify_event *event, u64 refusals)
 {
 	spin_lock(&file->lock);
 	if (!queued) {
 		file->need_last = false;
 	} else if (queued == &umn_refusal_report) {
-		/* Else refused again since the peek: keep it, widened. */
-		if (file->refused_start == event->hint_start &&
-		    file->refused_end == event->hint_end)
-			file->refused = false;
+		/* Those refused since the peek stay pending, in the union. */
+		file->refusals_read = refusals;
 		file->need_last = true;
 	} else if (!(event->flags & UMMUNOTIFY_EVENT_FLAG_HINT) ||
 		   queued->hint) {
@@ -151,14 +157,15 @@ ssize_t umn_read_reports(struct umn_file *file, char __user *buf,
 	struct umn_queued_region *queued;
 	struct ummunotify_event event;
 	size_t done = 0;
+	u64 refusals = 0;
 
 	while (count - done >= sizeof(event)) {
-		queued = umn_peek(file, &event);
+		queued = umn_peek(file, &event, &refusals);
 		if (IS_ERR(queued))
 			break;
 		if (copy_to_user_nofault(buf + done, &event, sizeof(event)))
 			return done ?: -EFAULT;
-		umn_consume(file, queued, &event);
+		umn_consume(file, queued, &event, refusals);
 		done += sizeof(event);
 		/* Another thread can requeue as fast as this reads. */
 		cond_resched();

@@ -114,9 +114,10 @@ struct umn_area {
  * @released:		the address space has exited
  * @reports:		2010 ABI: regions with a pending report, oldest first
  * @need_last:		2010 ABI: a report was read and no LAST followed yet
- * @refused:		2010 ABI: a REGISTER failed for a limit or for memory
- *			since the last read of its report, which covers
- *			[@refused_start, @refused_end)
+ * @refusals:		2010 ABI: REGISTERs failed for a limit or for memory
+ * @refusals_read:	@refusals when their report was last read; while they
+ *			differ, the report covers [@refused_start,
+ *			@refused_end)
  * @last_generation:	last generation handed out: they never repeat
  * @tail:		ring producer position
  * @lost:		ring events dropped since the last OVERFLOW event
@@ -172,7 +173,8 @@ struct umn_file {
 	bool released;
 	struct list_head reports;
 	bool need_last;
-	bool refused;
+	u64 refusals;
+	u64 refusals_read;
 	u64 refused_start;
 	u64 refused_end;
 	u64 last_generation;
@@ -272,6 +274,12 @@ struct umn_stats {
 	u64 dropped;
 	u64 filtered;
 };
+
+/* 2010 ABI: refused REGISTERs wait to be reported.  file->lock held. */
+static inline bool umn_refusals_pending(const struct umn_file *file)
+{
+	return file->refusals != file->refusals_read;
+}
 
 static inline u64 umn_region_start(const struct umn_region *region)
 {

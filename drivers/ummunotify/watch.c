@@ -545,8 +545,12 @@ int umn_register(struct umn_file *file,
 		umn_finish(file, region, ret, !ret);
 	}
 	/* Refused for a limit or for memory, not for its arguments. */
-	if (legacy && ret && ret != -EINVAL)
-		umn_report_refusal(file, args.start, args.end);
+	if (legacy && ret && ret != -EINVAL) {
+		mutex_lock(&file->regions_lock);
+		if (!file->set_up)
+			umn_report_refusal(file, args.start, args.end);
+		mutex_unlock(&file->regions_lock);
+	}
 	trace_ummunotify_register(args.user_cookie, args.start, args.end,
 				  slot, ret);
 	return ret;
