@@ -688,7 +688,6 @@ TEST_F(user_limits, max_user_watches_bounds_2010_registrations_too)
 		    *counter != 2)
 			_exit(13);
 		/* Two real reports, queued after the refusals. */
-		buf[0] = 1;
 		if (madvise(buf, ps, MADV_DONTNEED) || *counter != 4)
 			_exit(14);
 		if (read(fd, ev, sizeof(ev)) != 4 * sizeof(ev[0]) ||
