@@ -861,14 +861,13 @@ TEST_F_TIMEOUT(owner, a_watch_waiting_for_a_busy_address_space_holds_up_no_read,
 		resize_ret = resize(self->u.fd, &w, self->buf, 2 * ps,
 				    1000 + round, 0);
 		/*
-		 * They count only if they went through while the WATCH was
-		 * still pending, as EBUSY from the last two says (and so the
-		 * calls before them did not wait for it either); a WATCH
-		 * that returned meanwhile (the invalidations paused) gives
-		 * another round.  Calls held up behind the WATCH never see
-		 * it pending: no round is caught.
+		 * They count only if they went through while the WATCH still
+		 * waits; one that returned meanwhile (the invalidations
+		 * pause) gives another round.  Calls held up behind the
+		 * WATCH never do: no round is caught.
 		 */
-		if (unwatch_ret != -EBUSY || resize_ret != -EBUSY) {
+		if (!waits_in_read_begin(b.tid) ||
+		    atomic_load(&b.watched) >= round) {
 			TH_LOG("round %d: the WATCH returned meanwhile", round);
 			continue;
 		}

@@ -326,9 +326,13 @@ static inline bool ranges_overlap(__u64 a, __u64 a_len, __u64 b, __u64 b_len)
 
 #ifdef __LP64__
 /*
- * A thread that keeps the address space invalidating: MADV_DONTNEED over
+ * A thread that keeps the address space invalidating: MADV_FREE over
  * 16 GiB whose every 2 MiB has a page table, so that each call walks four
- * million page table entries, again and again until busy_stop().
+ * million page table entries, again and again until busy_stop().  Not
+ * MADV_DONTNEED: since 6.14 ("mm: pgtable: reclaim empty PTE page in
+ * madvise(MADV_DONTNEED)", CONFIG_PT_RECLAIM) its first call frees the
+ * page tables it emptied, and every later one is over at once.
+ * MADV_FREE leaves the pages mapped, and so their page tables.
  */
 #define BUSY_LEN	(16UL << 30)
 
@@ -343,7 +347,7 @@ static inline void *busy_invalidating(void *arg)
 	struct busy *b = arg;
 
 	while (!atomic_load(&b->stop))
-		madvise(b->p, BUSY_LEN, MADV_DONTNEED);
+		madvise(b->p, BUSY_LEN, MADV_FREE);
 	return NULL;
 }
 

@@ -1174,7 +1174,7 @@ TEST_F(native, watch_all_counts_the_invalidations_in_flight)
 	EXPECT_TRUE(seen)
 		TH_LOG("in_flight stayed 0 for %d s", IN_FLIGHT_SECONDS);
 	EXPECT_EQ(0ULL, area_u64(&self->u, off));
-	/* The ring has the DONTNEEDs; none of them is still in flight. */
+	/* The ring has the MADV_FREEs; none of them is still in flight. */
 	EXPECT_LT(0ULL, ring_tail(&self->u));
 }
 
