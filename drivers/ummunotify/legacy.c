@@ -66,9 +66,7 @@ void umn_report_refusal(struct umn_file *file, u64 start, u64 end)
 		file->refused_end = max(file->refused_end, end);
 	}
 	file->refusals++;
-	WRITE_ONCE(*file->counter, *file->counter + 1);
-	file->events++;
-	this_cpu_inc(umn_stats.events);
+	umn_count_event(file, true);
 	spin_unlock(&file->lock);
 	umn_wake(file);
 }

@@ -345,6 +345,18 @@ extern struct list_lru umn_pressure_lru;
 extern struct kmem_cache *umn_region_cache;
 extern struct kmem_cache *umn_queued_cache;
 
+/*
+ * One more event of @file; its 2010 counter moves too if @counted.
+ * file->lock held.
+ */
+static inline void umn_count_event(struct umn_file *file, bool counted)
+{
+	if (counted)
+		WRITE_ONCE(*file->counter, *file->counter + 1);
+	file->events++;
+	this_cpu_inc(umn_stats.events);
+}
+
 /* device.c */
 void umn_wake(struct umn_file *file);
 

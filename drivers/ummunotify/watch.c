@@ -62,16 +62,13 @@ static bool umn_publish(struct umn_file *file, struct umn_region *region,
 	};
 
 	/* A whole-address-space watch's ring says it all; not the queue. */
-	if (!region->all || !umn_has_ring(file))
-		WRITE_ONCE(*file->counter, *file->counter + 1);
+	umn_count_event(file, !region->all || !umn_has_ring(file));
 	if (region->slot != UMMUNOTIFY_NO_SLOT) {
 		event.generation = ++file->last_generation;
 		/* Pairs with the cache's acquire load of the word. */
 		smp_store_release(&file->generations[region->slot],
 				  event.generation);
 	}
-	file->events++;
-	this_cpu_inc(umn_stats.events);
 
 	if (!umn_has_ring(file))
 		return umn_queue_report(file, region, start, end);
