@@ -68,6 +68,8 @@ void umn_report_refusal(struct umn_file *file, u64 start, u64 end)
 	file->refusals++;
 	umn_count_event(file, true);
 	spin_unlock(&file->lock);
+	/* It speaks the 2010 ABI now: no SETUP may make it a ring file. */
+	file->used = true;
 	umn_wake(file);
 }
 

@@ -108,7 +108,8 @@ struct umn_area {
  *			space ones
  * @features:		granted UMMUNOTIFY_FEATURE_* bits
  * @set_up:		UMMUNOTIFY_SETUP has run: @area is complete
- * @used:		a region was registered or read() ran: features and
+ * @used:		a region was registered (or refused, see
+ *			umn_report_refusal()) or read() ran: features and
  *			setup can no longer change
  * @lock:		protects what the notifier touches, below
  * @released:		the address space has exited

@@ -713,6 +713,46 @@ TEST_F(user_limits, max_user_watches_bounds_2010_registrations_too)
 	EXPECT_EQ(0, wait_child(pid));
 }
 
+/*
+ * A file whose first REGISTER was refused speaks the 2010 ABI: its
+ * counter moved and the refusals' report waits, so it cannot become a
+ * ring file; EXCHANGE and SETUP fail as after a registration.
+ */
+TEST_F(user_limits, a_refused_first_registration_keeps_the_2010_abi)
+{
+	char *buf = map_guarded(_metadata, 2);
+	pid_t pid;
+
+	ASSERT_EQ(0, set_param("max_user_watches", 1));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		struct ummunotify_event ev[3];
+		struct ummunotify_params p;
+		int full, fd;
+
+		if (become(TEST_UID))
+			_exit(10);
+		full = open(DEVICE, O_RDWR | O_NONBLOCK);
+		fd = open(DEVICE, O_RDWR | O_NONBLOCK);
+		if (full < 0 || fd < 0 || register_region(full, buf, ps, 1))
+			_exit(11);
+		if (register_region(fd, buf + ps, ps, 2) != -ENOSPC)
+			_exit(12);
+		if (exchange(fd, UMMUNOTIFY_FEATURE_WATCH) != -EINVAL ||
+		    setup(fd, &p, 0, 0) != -EINVAL ||
+		    fdinfo(fd, "features") != 0)
+			_exit(13);
+		if (read(fd, ev, sizeof(ev)) != 2 * sizeof(ev[0]) ||
+		    !is_refusal(&ev[0], buf + ps, buf + 2 * ps) ||
+		    ev[1].type != UMMUNOTIFY_EVENT_TYPE_LAST ||
+		    ev[1].user_cookie_counter != 1)
+			_exit(14);
+		_exit(0);
+	}
+	EXPECT_EQ(0, wait_child(pid));
+}
+
 TEST_F(user_limits, max_user_pages_bounds_setup_and_open)
 {
 	pid_t pid;
