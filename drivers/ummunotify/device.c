@@ -19,6 +19,7 @@
 #include <linux/miscdevice.h>
 #include <linux/mmu_notifier.h>
 #include <linux/module.h>
+#include <linux/pid.h>
 #include <linux/poll.h>
 #include <linux/sched/mm.h>
 #include <linux/seq_file.h>
@@ -266,6 +267,7 @@ static void umn_teardown(struct umn_file *file)
 	__free_page(file->header_page);
 	umn_space_put(file);
 	umn_user_release(file);
+	put_pid(file->opener);
 	mmdrop(file->mm);
 	kmem_cache_free(umn_file_cache, file);
 	atomic_long_dec(&umn_nr_files);
@@ -308,6 +310,7 @@ static int umn_open(struct inode *inode, struct file *filp)
 	 */
 	mmgrab(current->mm);
 	file->mm = current->mm;
+	file->opener = get_pid(task_tgid(current));
 	ret = umn_space_get(file);
 	if (ret)
 		goto out_mm;
@@ -329,6 +332,7 @@ static int umn_open(struct inode *inode, struct file *filp)
 	return nonseekable_open(inode, filp);
 
 out_mm:
+	put_pid(file->opener);
 	mmdrop(file->mm);
 	__free_page(file->header_page);
 out_user:
@@ -346,14 +350,19 @@ out_free:
  * process the fd was passed to, the kernel's delayed fput of an fd left
  * in flight) must not wait for that: the driver's own queue does it, the
  * memory charged to the opener and the module held until then (so that
- * rmmod fails with EBUSY meanwhile, rather than waiting).
+ * rmmod fails with EBUSY meanwhile, rather than waiting).  The opener's
+ * exit closes after exit_mm(), its mm gone from current while another
+ * user may hold it (a CLONE_VM child, a moment's mmget() of khugepaged or
+ * /proc): it counts as the owner's close, so that its user's budget is
+ * back before the exit is reaped.
  */
 static int umn_release(struct inode *inode, struct file *filp)
 {
 	struct umn_file *file = filp->private_data;
 
 	umn_pressure_del(file);
-	if (current->mm == file->mm || !atomic_read(&file->mm->mm_users)) {
+	if (current->mm == file->mm || task_tgid(current) == file->opener ||
+	    !atomic_read(&file->mm->mm_users)) {
 		umn_teardown(file);
 	} else {
 		__module_get(THIS_MODULE);

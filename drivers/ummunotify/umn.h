@@ -96,6 +96,8 @@ struct umn_area {
 /**
  * struct umn_file - one open file: the watches of one address space
  * @mm:			the opener's address space, mmgrab()ed
+ * @opener:		the opener's thread group: its close, at exit too,
+ *			tears down at once (see umn_release())
  * @task_size:		the opener's TASK_SIZE: where its address space ends
  * @user:		the opener's user, charged for the file's memory
  * @space:		what the files of @mm share
@@ -157,6 +159,7 @@ struct umn_area {
  */
 struct umn_file {
 	struct mm_struct *mm;
+	struct pid *opener;
 	unsigned long task_size;
 	struct umn_user *user;
 	struct umn_space *space;

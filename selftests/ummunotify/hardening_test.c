@@ -641,6 +641,75 @@ TEST_F(user_limits, a_user_namespace_shares_its_creators_budget)
 	EXPECT_EQ(0, wait_child(holder));
 }
 
+/*
+ * The owner's exit gives its user's budget back before it is reaped, even
+ * while its address space lives on in a process it shares it with
+ * (CLONE_VM) that keeps it invalidating, as any other user of the address
+ * space (khugepaged, a /proc reader) may for a moment.  The exit's close
+ * tears down there and then; were it the release queue's, the next check
+ * of the budget would find it spent.
+ */
+struct sharer {
+	char *busy;
+	int fd;
+};
+
+static int invalidate_for_ever(void *arg)
+{
+	struct sharer *s = arg;
+
+	close(s->fd);
+	for (;;)
+		madvise(s->busy, BUSY_LEN, MADV_FREE);
+	return 0;
+}
+
+TEST_F(user_limits, an_exiting_owner_gives_its_budget_back_at_once)
+{
+	char *buf = map_guarded(_metadata, 1);
+	pid_t holder, sharer = 0;
+	int ready[2];
+
+	ASSERT_EQ(0, set_param("max_user_watches", USER_WATCHES));
+	ASSERT_EQ(0, pipe(ready));
+	holder = fork();
+	ASSERT_LE(0, holder);
+	if (!holder) {
+		static char stack[64 << 10];
+		struct sharer s;
+		pid_t pid;
+
+		s.busy = mmap(NULL, BUSY_LEN, PROT_READ | PROT_WRITE,
+			      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+			      -1, 0);
+		if (s.busy == MAP_FAILED ||
+		    madvise(s.busy, BUSY_LEN, MADV_NOHUGEPAGE))
+			_exit(10);
+		for (size_t off = 0; off < BUSY_LEN; off += 2UL << 20)
+			s.busy[off] = 1;
+		if (become(TEST_UID))
+			_exit(11);
+		/* Watched where it invalidates: each removal waits. */
+		s.fd = file_with_watches(s.busy, USER_WATCHES, 1);
+		if (s.fd < 0)
+			_exit(12);
+		pid = clone(invalidate_for_ever, stack + sizeof(stack),
+			    CLONE_VM | SIGCHLD, &s);
+		if (pid < 0 || write(ready[1], &pid, sizeof(pid)) != sizeof(pid))
+			_exit(13);
+		/* Let it start invalidating; the file is ours alone. */
+		usleep(100000);
+		_exit(0);
+	}
+	ASSERT_EQ((ssize_t)sizeof(sharer),
+		  read(ready[0], &sharer, sizeof(sharer)));
+	EXPECT_EQ(0, wait_child(holder));
+	EXPECT_EQ(0, watches_as(TEST_UID, buf, USER_WATCHES));
+	EXPECT_EQ(0, kill(sharer, SIGKILL));
+	close(ready[0]);
+	close(ready[1]);
+}
+
 /* Event @e is the refusals' report over [@start, @end). */
 static bool is_refusal(const struct ummunotify_event *e, char *start,
 		       char *end)
