@@ -311,6 +311,7 @@ static int umn_open(struct inode *inode, struct file *filp)
 	mmgrab(current->mm);
 	file->mm = current->mm;
 	file->opener = get_pid(task_tgid(current));
+	file->opener_exec = current->self_exec_id;
 	ret = umn_space_get(file);
 	if (ret)
 		goto out_mm;
@@ -347,21 +348,27 @@ out_free:
  * is in progress, which its owner (and whatever else invalidates its
  * memory) can make rare.  The owner's own close, or one after its address
  * space is gone, tears down here; the last close of anyone else (a
- * process the fd was passed to, the kernel's delayed fput of an fd left
- * in flight) must not wait for that: the driver's own queue does it, the
- * memory charged to the opener and the module held until then (so that
- * rmmod fails with EBUSY meanwhile, rather than waiting).  The opener's
- * exit closes after exit_mm(), its mm gone from current while another
- * user may hold it (a CLONE_VM child, a moment's mmget() of khugepaged or
- * /proc): it counts as the owner's close, so that its user's budget is
- * back before the exit is reaped.
+ * process the fd was passed to, the opener after execve(), the kernel's
+ * delayed fput of an fd left in flight) must not wait for that: the
+ * driver's own queue does it, the memory charged to the opener and the
+ * module held until then (so that rmmod fails with EBUSY meanwhile,
+ * rather than waiting).  The opener's exit closes after exit_mm(), its mm
+ * gone from current while another user may hold it (a CLONE_VM child, a
+ * moment's mmget() of khugepaged or /proc): it counts as the owner's
+ * close, so that its user's budget is back before the exit is reaped.
  */
+static bool umn_owner_exits(struct umn_file *file)
+{
+	return !current->mm && task_tgid(current) == file->opener &&
+	       current->self_exec_id == file->opener_exec;
+}
+
 static int umn_release(struct inode *inode, struct file *filp)
 {
 	struct umn_file *file = filp->private_data;
 
 	umn_pressure_del(file);
-	if (current->mm == file->mm || task_tgid(current) == file->opener ||
+	if (current->mm == file->mm || umn_owner_exits(file) ||
 	    !atomic_read(&file->mm->mm_users)) {
 		umn_teardown(file);
 	} else {

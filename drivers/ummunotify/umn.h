@@ -96,8 +96,9 @@ struct umn_area {
 /**
  * struct umn_file - one open file: the watches of one address space
  * @mm:			the opener's address space, mmgrab()ed
- * @opener:		the opener's thread group: its close, at exit too,
- *			tears down at once (see umn_release())
+ * @opener:		the opener's thread group
+ * @opener_exec:	its self_exec_id at open: the exit of the program that
+ *			opened the file tears down at once (see umn_release())
  * @task_size:		the opener's TASK_SIZE: where its address space ends
  * @user:		the opener's user, charged for the file's memory
  * @space:		what the files of @mm share
@@ -160,6 +161,7 @@ struct umn_area {
 struct umn_file {
 	struct mm_struct *mm;
 	struct pid *opener;
+	u64 opener_exec;
 	unsigned long task_size;
 	struct umn_user *user;
 	struct umn_space *space;

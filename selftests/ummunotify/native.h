@@ -351,15 +351,28 @@ static inline void *busy_invalidating(void *arg)
 	return NULL;
 }
 
+/* BUSY_LEN bytes with a page table every 2 MiB, or MAP_FAILED. */
+static inline char *busy_map(void)
+{
+	char *p = mmap(NULL, BUSY_LEN, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	if (p == MAP_FAILED)
+		return p;
+	if (madvise(p, BUSY_LEN, MADV_NOHUGEPAGE)) {
+		munmap(p, BUSY_LEN);
+		return MAP_FAILED;
+	}
+	for (size_t off = 0; off < BUSY_LEN; off += 2UL << 20)
+		p[off] = 1;
+	return p;
+}
+
 static inline void busy_start(struct __test_metadata *_metadata,
 			      struct busy *b)
 {
-	b->p = mmap(NULL, BUSY_LEN, PROT_READ | PROT_WRITE,
-		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	b->p = busy_map();
 	ASSERT_NE(MAP_FAILED, b->p);
-	ASSERT_EQ(0, madvise(b->p, BUSY_LEN, MADV_NOHUGEPAGE));
-	for (size_t off = 0; off < BUSY_LEN; off += 2UL << 20)
-		b->p[off] = 1;
 	atomic_store(&b->stop, false);
 	ASSERT_EQ(0, pthread_create(&b->thread, NULL, busy_invalidating, b));
 }
