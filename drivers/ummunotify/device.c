@@ -357,6 +357,10 @@ out_free:
  * moment's mmget() of khugepaged or /proc): it counts as the owner's
  * close, so that its user's budget is back before the exit is reaped.
  */
+/*
+ * self_exec_id is per task, but the same in the whole thread group: exec
+ * kills the other threads before it bumps the exec'ing one's.
+ */
 static bool umn_owner_exits(struct umn_file *file)
 {
 	return !current->mm && task_tgid(current) == file->opener &&
