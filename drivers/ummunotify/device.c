@@ -344,6 +344,16 @@ out_free:
 }
 
 /*
+ * self_exec_id is per task, but the same in the whole thread group: exec
+ * kills the other threads before it bumps the exec'ing one's.
+ */
+static bool umn_owner_exits(struct umn_file *file)
+{
+	return !current->mm && task_tgid(current) == file->opener &&
+	       current->self_exec_id == file->opener_exec;
+}
+
+/*
  * Removing the notifiers waits until no invalidation of the address space
  * is in progress, which its owner (and whatever else invalidates its
  * memory) can make rare.  The owner's own close, or one after its address
@@ -357,16 +367,6 @@ out_free:
  * moment's mmget() of khugepaged or /proc): it counts as the owner's
  * close, so that its user's budget is back before the exit is reaped.
  */
-/*
- * self_exec_id is per task, but the same in the whole thread group: exec
- * kills the other threads before it bumps the exec'ing one's.
- */
-static bool umn_owner_exits(struct umn_file *file)
-{
-	return !current->mm && task_tgid(current) == file->opener &&
-	       current->self_exec_id == file->opener_exec;
-}
-
 static int umn_release(struct inode *inode, struct file *filp)
 {
 	struct umn_file *file = filp->private_data;
