@@ -231,7 +231,7 @@ static void entry_unregister(struct umn_cache *c, struct umn_entry *e)
 	c->attr.dereg(c->attr.arg, e->pub.addr, e->pub.len, e->pub.handle);
 	stat_add(c, deregistrations, 1);
 	if (!c->all)
-		umn_unwatch(c->u, &e->watch);
+		umn__unwatch_later(c->u, &e->watch);
 }
 
 /* Unregister and free a retired entry without users. */
@@ -638,7 +638,7 @@ static int entry_register(struct umn_cache *c, struct umn_entry *e,
 	if (registration_changed(c, e))
 		ret = CHANGED;
 	if (!c->all)
-		umn_unwatch(c->u, &e->watch);
+		umn__unwatch_later(c->u, &e->watch);
 	return ret;
 }
 
@@ -939,6 +939,9 @@ void umn_cache_flush(struct umn_cache *c)
 	WRITE_ONCE(c->over_limit, false);
 	pthread_mutex_unlock(&c->lock);
 	destroy_all(c, victims);
+	/* Leave the kernel no watch of an entry that is gone. */
+	if (!c->all)
+		umn__send_unwatches(c->u);
 }
 
 /* c->lock held. */

@@ -56,6 +56,7 @@ static inline int umn__ioctl_restart(int fd, unsigned long request, void *arg)
 #define UMN_DEFAULT_WATCHES	4096		/* emulated; as the kernel's */
 #define UMN_DEFAULT_RING	4096		/* emulated whole-space records */
 #define UMN_MAX_MAPS		3
+#define UMN_UNWATCH_BATCH	64		/* native: unwatches queued */
 
 /* A mapping whose contents a forked child must not see. */
 struct umn_map {
@@ -86,12 +87,16 @@ struct umn;
 
 /*
  * [0, 0) in watch() and add(): the whole address space.  drain() reports
- * at most max events and leaves the rest queued.
+ * at most max events and leaves the rest queued.  unwatch_later() (NULL:
+ * unwatch() does) may leave the kernel's watch until the next watch() or
+ * send_unwatches().
  */
 struct umn_ops {
 	int (*watch)(struct umn *u, uint64_t start, uint64_t end,
 		     unsigned int causes, struct umn_watch *w);
 	int (*unwatch)(struct umn *u, struct umn_watch *w);
+	int (*unwatch_later)(struct umn *u, struct umn_watch *w);
+	void (*send_unwatches)(struct umn *u);
 	int (*resize)(struct umn *u, struct umn_watch *w, uint64_t start,
 		      uint64_t end);
 	int (*drain)(struct umn *u, umn_event_fn *fn, void *arg, size_t max);
@@ -150,6 +155,8 @@ struct umn {
 	const void *events;		/* struct ummunotify_ring_event[] */
 	const uint64_t *in_flight;	/* invalidations the kernel started and
 					 * has not finished; NULL: not given */
+	uint64_t unwatched[UMN_UNWATCH_BATCH];	/* cookies to unregister */
+	unsigned int nr_unwatched;
 
 	/* emulated */
 	const uint64_t *counter;	/* moves when a report is queued */
@@ -218,6 +225,15 @@ void umn__wait_invalidations(struct umn *u);
 int umn__add_map(struct umn *u, void *addr, size_t len, int prot,
 		 bool words);
 void umn__unmap_all(struct umn *u);
+
+/*
+ * umn_unwatch() for a caller that watches again soon (the cache): the
+ * kernel may hear of it with the next watch, in the same system call.
+ * The kernel's watch lasts until then, or until umn__send_unwatches(): it
+ * counts against the limits meanwhile, and its events are dropped.
+ */
+int umn__unwatch_later(struct umn *u, struct umn_watch *w);
+void umn__send_unwatches(struct umn *u);
 
 /* umn.lock held: reopen first if this is a forked child. */
 int umn__lock(struct umn *u);

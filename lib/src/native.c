@@ -14,6 +14,44 @@
 
 #include "internal.h"
 
+/*
+ * Unregister the cookies native_unwatch_later() queued, one call each: an
+ * error means the kernel has unregistered the watch already (a WATCHV
+ * that failed after its unwatches) or never will, and there is nothing
+ * more to do about it either way.
+ */
+static void native_unwatch_each(struct umn *u)
+{
+	unsigned int i;
+
+	for (i = 0; i < u->nr_unwatched; i++)
+		ioctl(u->fd, UMMUNOTIFY_UNREGISTER_REGION, &u->unwatched[i]);
+	u->nr_unwatched = 0;
+}
+
+/*
+ * The queued unwatches and, unless arg is NULL, one watch, in one
+ * WATCHV: a cache that replaces an entry makes one system call, not two.
+ * On any failure, fall back to a call per job, which leaves the errors
+ * (and the restart after a signal) exactly those of WATCH.
+ */
+static int native_watchv(struct umn *u, struct ummunotify_watch *arg)
+{
+	struct ummunotify_watchv v = {
+		.unwatch = (uintptr_t)u->unwatched,
+		.watch = (uintptr_t)arg,
+		.nr_unwatch = u->nr_unwatched,
+		.nr_watch = !!arg,
+	};
+
+	if (!ioctl(u->fd, UMMUNOTIFY_WATCHV, &v)) {
+		u->nr_unwatched = 0;
+		return 0;
+	}
+	native_unwatch_each(u);
+	return arg ? umn__ioctl_restart(u->fd, UMMUNOTIFY_WATCH, arg) : 0;
+}
+
 static int native_watch(struct umn *u, uint64_t start, uint64_t end,
 			unsigned int causes, struct umn_watch *w)
 {
@@ -26,7 +64,8 @@ static int native_watch(struct umn *u, uint64_t start, uint64_t end,
 	};
 	int ret;
 
-	ret = umn__ioctl_restart(u->fd, UMMUNOTIFY_WATCH, &arg);
+	ret = u->nr_unwatched ? native_watchv(u, &arg) :
+	      umn__ioctl_restart(u->fd, UMMUNOTIFY_WATCH, &arg);
 	if (ret)
 		return ret;
 	if (arg.slot >= u->nr_slots) {
@@ -44,14 +83,39 @@ static int native_watch(struct umn *u, uint64_t start, uint64_t end,
 	return 0;
 }
 
+static void native_forget(struct umn *u, struct umn_watch *w)
+{
+	u->slots[w->slot].watch = NULL;
+	u->slots[w->slot].cookie = 0;
+}
+
 static int native_unwatch(struct umn *u, struct umn_watch *w)
 {
 	int ret = ioctl(u->fd, UMMUNOTIFY_UNREGISTER_REGION, &w->cookie) ?
 		  -errno : 0;
 
-	u->slots[w->slot].watch = NULL;
-	u->slots[w->slot].cookie = 0;
+	native_forget(u, w);
 	return ret;
+}
+
+/*
+ * Gone for the caller at once: its events are dropped, as those of any
+ * cookie its slot does not hold, and the kernel keeps the slot until the
+ * unwatch is sent.
+ */
+static int native_unwatch_later(struct umn *u, struct umn_watch *w)
+{
+	u->unwatched[u->nr_unwatched++] = w->cookie;
+	native_forget(u, w);
+	if (u->nr_unwatched == UMN_UNWATCH_BATCH)
+		native_watchv(u, NULL);
+	return 0;
+}
+
+static void native_send_unwatches(struct umn *u)
+{
+	if (u->nr_unwatched)
+		native_watchv(u, NULL);
 }
 
 /*
@@ -162,6 +226,8 @@ static int native_drain(struct umn *u, umn_event_fn *fn, void *arg,
 const struct umn_ops umn__native_ops = {
 	.watch = native_watch,
 	.unwatch = native_unwatch,
+	.unwatch_later = native_unwatch_later,
+	.send_unwatches = native_send_unwatches,
 	.resize = native_resize,
 	.drain = native_drain,
 };

@@ -203,6 +203,7 @@ static void umn_teardown(struct umn *u, bool keep_words)
 	free(u->slots);
 	u->slots = NULL;
 	u->nr_slots = 0;
+	u->nr_unwatched = 0;	/* closing the file unwatches them */
 	free(u->records);
 	u->records = NULL;
 	if (u->poll_fd >= 0)
@@ -424,6 +425,31 @@ int umn_unwatch(struct umn *u, struct umn_watch *w)
 	ret = umn_is_watched(u, w) ? u->ops->unwatch(u, w) : -ENOENT;
 	umn__unlock(u);
 	return ret;
+}
+
+int umn__unwatch_later(struct umn *u, struct umn_watch *w)
+{
+	int ret = umn__lock(u);
+
+	if (ret)
+		return ret;
+	if (!umn_is_watched(u, w))
+		ret = -ENOENT;
+	else if (u->ops->unwatch_later)
+		ret = u->ops->unwatch_later(u, w);
+	else
+		ret = u->ops->unwatch(u, w);
+	umn__unlock(u);
+	return ret;
+}
+
+void umn__send_unwatches(struct umn *u)
+{
+	if (umn__lock(u))
+		return;
+	if (u->ops->send_unwatches)
+		u->ops->send_unwatches(u);
+	umn__unlock(u);
 }
 
 int umn_resize(struct umn *u, struct umn_watch *w, const void *addr,

@@ -16,13 +16,18 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <linux/ummunotify.h>
 
 #include "ummunotify.h"
 #include "../check.h"
@@ -30,9 +35,30 @@
 #define KSFT_SKIP	4
 
 static size_t ps;
+static unsigned int calls[8];		/* ioctl()s, by ummunotify number */
 static struct umn_attr mode;		/* flags: native or legacy */
 static bool native;
 static bool whole;			/* open_umn(): UMN_OPEN_WATCH_ALL */
+
+/*
+ * The library's ioctl() (it is linked in statically), counted: which
+ * system calls a cache makes is part of what it costs.
+ */
+int ioctl(int fd, unsigned long request, ...)
+{
+	va_list ap;
+	void *arg;
+
+	va_start(ap, request);
+	arg = va_arg(ap, void *);
+	va_end(ap);
+	if (_IOC_TYPE(request) == UMMUNOTIFY_MAGIC &&
+	    _IOC_NR(request) < sizeof(calls) / sizeof(calls[0]))
+		calls[_IOC_NR(request)]++;
+	return syscall(SYS_ioctl, fd, request, arg);
+}
+
+#define CALLS(request)	calls[_IOC_NR(UMMUNOTIFY_##request)]
 
 /* n pages, each between guard pages; page i is at the result + 2*i*ps. */
 static char *guarded_pages(unsigned int n)
@@ -419,6 +445,129 @@ static void test_cache_never_serves_a_replaced_mapping(void)
 	CHECK_EQ(umn_close(u), 0);
 }
 
+/* The watches the kernel holds for u's file (native: it is umn_fd()). */
+static unsigned int kernel_watches(struct umn *u)
+{
+	char path[64], line[128];
+	unsigned int regions = UINT32_MAX;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", umn_fd(u));
+	f = fopen(path, "r");
+	CHECK(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "regions: %u", &regions) == 1)
+			break;
+	fclose(f);
+	CHECK(regions != UINT32_MAX);
+	return regions;
+}
+
+/*
+ * A replaced entry's unwatch goes with the next miss's watch, in one
+ * UMMUNOTIFY_WATCHV; the 2010 ABI has no such call and unregisters each.
+ */
+#define ROUNDS	50
+
+static void test_cache_replaces_an_entry_in_one_system_call(void)
+{
+	char *p = guarded_pages(1);
+	struct umn *u = open_umn();
+	struct umn_cache *c = open_cache(u);
+	uint64_t i;
+
+	*(uint64_t *)p = 0;
+	CHECK_EQ(snapshot_of(c, p), 0);
+	memset(calls, 0, sizeof(calls));
+	for (i = 1; i <= ROUNDS; i++) {
+		replace_page(p, i);
+		CHECK_EQ(snapshot_of(c, p), i);
+		if (native)
+			CHECK(kernel_watches(u) <= 2);
+	}
+	if (native) {
+		CHECK_EQ(CALLS(WATCHV), ROUNDS);
+		CHECK_EQ(CALLS(WATCH) + CALLS(UNREGISTER_REGION), 0);
+	} else {
+		CHECK_EQ(CALLS(REGISTER_REGION), ROUNDS);
+		CHECK_EQ(CALLS(UNREGISTER_REGION), ROUNDS);
+		CHECK_EQ(CALLS(WATCHV), 0);
+	}
+	umn_cache_flush(c);
+	if (native)
+		CHECK_EQ(kernel_watches(u), 0);
+	CHECK_EQ(umn_cache_destroy(c), 0);
+	CHECK_EQ(umn_close(u), 0);
+}
+
+/*
+ * An evicted entry's watch stays in the kernel until the next miss: its
+ * events must reach nobody, though the entry's memory serves another.
+ */
+static void test_cache_ignores_a_watch_waiting_to_be_unwatched(void)
+{
+	struct umn_cache_attr attr = {
+		.reg = snapshot_reg,
+		.dereg = snapshot_dereg,
+		.max_entries = 1,
+	};
+	char *p = guarded_pages(2), *q = p + 2 * ps;
+	struct umn *u = open_umn();
+	struct umn_cache_stats s;
+	struct umn_cache *c;
+
+	CHECK_EQ(umn_cache_create(u, &attr, &c), 0);
+	*(uint64_t *)p = 1;
+	*(uint64_t *)q = 2;
+	CHECK_EQ(snapshot_of(c, p), 1);
+	CHECK_EQ(snapshot_of(c, q), 2);		/* evicts p's entry */
+	if (native)
+		CHECK_EQ(kernel_watches(u), 2);
+	replace_page(p, 3);
+	CHECK_EQ(umn_cache_drain(c), 0);
+	umn_cache_stats(c, &s);
+	CHECK_EQ(s.invalidations, 0);
+	CHECK_EQ(s.evictions, 1);
+	CHECK_EQ(snapshot_of(c, q), 2);
+	CHECK_EQ(snapshot_of(c, p), 3);
+	if (native)
+		CHECK_EQ(kernel_watches(u), 2);	/* p's, and q's queued */
+	umn_cache_stats(c, &s);
+	CHECK_EQ(s.invalidations, 0);
+	CHECK_EQ(s.hits, 1);
+	CHECK_EQ(umn_cache_destroy(c), 0);
+	if (native)
+		CHECK_EQ(kernel_watches(u), 0);
+	CHECK_EQ(umn_close(u), 0);
+}
+
+/*
+ * A watch the kernel refuses, with an unwatch queued: the error is
+ * WATCH's, and the unwatch is made all the same.
+ */
+static void test_cache_refused_watch_still_unwatches(void)
+{
+	char *p = guarded_pages(1);
+	struct umn *u = open_umn();
+	struct umn_cache *c = open_cache(u);
+	/* Past the top of user space: the library cannot tell, the kernel can. */
+	char *top = (char *)(1UL << 47) - ps;
+	struct umn_cache_entry *e;
+
+	*(uint64_t *)p = 1;
+	CHECK_EQ(snapshot_of(c, p), 1);
+	replace_page(p, 2);
+	CHECK_EQ(umn_cache_drain(c), 1);
+	if (native)
+		CHECK_EQ(kernel_watches(u), 1);	/* queued */
+	CHECK_EQ(umn_cache_get(c, top, 2 * ps, &e), -EINVAL);
+	if (native)
+		CHECK_EQ(kernel_watches(u), 0);
+	CHECK_EQ(snapshot_of(c, p), 2);
+	CHECK_EQ(umn_cache_destroy(c), 0);
+	CHECK_EQ(umn_close(u), 0);
+}
+
 /*
  * One thread replaces pages with mremap() (atomically: the new page
  * already holds its version number); others look them up.  No lookup may
@@ -766,6 +915,9 @@ static const struct {
 	T(test_a_forked_child_starts_afresh),
 	T(test_cache_never_serves_a_replaced_mapping),
 	T(test_cache_under_concurrent_replacement),
+	T(test_cache_replaces_an_entry_in_one_system_call),
+	T(test_cache_ignores_a_watch_waiting_to_be_unwatched),
+	T(test_cache_refused_watch_still_unwatches),
 	T(test_whole_space_watch_reports_exact_ranges),
 	T(test_whole_space_cache_never_serves_a_replaced_mapping),
 	T(test_whole_space_cache_under_concurrent_replacement),
