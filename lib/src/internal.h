@@ -89,7 +89,7 @@ struct umn;
  * [0, 0) in watch() and add(): the whole address space.  drain() reports
  * at most max events and leaves the rest queued.  unwatch_later() (NULL:
  * unwatch() does) may leave the kernel's watch until the next watch() or
- * send_unwatches().
+ * send_unwatches() (NULL: nothing is ever left).
  */
 struct umn_ops {
 	int (*watch)(struct umn *u, uint64_t start, uint64_t end,

@@ -14,11 +14,12 @@
 
 #include "internal.h"
 
+_Static_assert(UMN_UNWATCH_BATCH <= UMMUNOTIFY_WATCHV_MAX, "one WATCHV");
+
 /*
- * Unregister the cookies native_unwatch_later() queued, one call each: an
- * error means the kernel has unregistered the watch already (a WATCHV
- * that failed after its unwatches) or never will, and there is nothing
- * more to do about it either way.
+ * Unregister the cookies native_unwatch_later() queued, one call each,
+ * after a WATCHV that failed: an error means that it had unregistered
+ * the watch already.
  */
 static void native_unwatch_each(struct umn *u)
 {
@@ -32,8 +33,10 @@ static void native_unwatch_each(struct umn *u)
 /*
  * The queued unwatches and, unless arg is NULL, one watch, in one
  * WATCHV: a cache that replaces an entry makes one system call, not two.
- * On any failure, fall back to a call per job, which leaves the errors
- * (and the restart after a signal) exactly those of WATCH.
+ * ENOSPC comes only once the unwatches are done, and is WATCH's answer
+ * too; on any other failure, which may have come before them, fall back
+ * to a call per job, which leaves the errors (and the restart after a
+ * signal) exactly those of WATCH.
  */
 static int native_watchv(struct umn *u, struct ummunotify_watch *arg)
 {
@@ -44,9 +47,11 @@ static int native_watchv(struct umn *u, struct ummunotify_watch *arg)
 		.nr_watch = !!arg,
 	};
 
-	if (!ioctl(u->fd, UMMUNOTIFY_WATCHV, &v)) {
+	int ret = ioctl(u->fd, UMMUNOTIFY_WATCHV, &v) ? -errno : 0;
+
+	if (!ret || ret == -ENOSPC) {
 		u->nr_unwatched = 0;
-		return 0;
+		return ret;
 	}
 	native_unwatch_each(u);
 	return arg ? umn__ioctl_restart(u->fd, UMMUNOTIFY_WATCH, arg) : 0;
@@ -131,6 +136,8 @@ static int native_resize(struct umn *u, struct umn_watch *w, uint64_t start,
 		.user_cookie = w->cookie,
 	};
 
+	/* A queued watch must not count against the new range's limits. */
+	native_send_unwatches(u);
 	return umn__ioctl_restart(u->fd, UMMUNOTIFY_RESIZE, &arg);
 }
 

@@ -203,7 +203,8 @@ static void umn_teardown(struct umn *u, bool keep_words)
 	free(u->slots);
 	u->slots = NULL;
 	u->nr_slots = 0;
-	u->nr_unwatched = 0;	/* closing the file unwatches them */
+	/* Closing the file unwatches them; a forked parent's, the parent. */
+	u->nr_unwatched = 0;
 	free(u->records);
 	u->records = NULL;
 	if (u->poll_fd >= 0)
@@ -416,18 +417,8 @@ static bool umn_is_watched(struct umn *u, const struct umn_watch *w)
 	       u->slots[w->slot].cookie == w->cookie && w != &u->all;
 }
 
-int umn_unwatch(struct umn *u, struct umn_watch *w)
-{
-	int ret = umn__lock(u);
-
-	if (ret)
-		return ret;
-	ret = umn_is_watched(u, w) ? u->ops->unwatch(u, w) : -ENOENT;
-	umn__unlock(u);
-	return ret;
-}
-
-int umn__unwatch_later(struct umn *u, struct umn_watch *w)
+static int umn_unwatch_now_or_later(struct umn *u, struct umn_watch *w,
+				    bool later)
 {
 	int ret = umn__lock(u);
 
@@ -435,7 +426,7 @@ int umn__unwatch_later(struct umn *u, struct umn_watch *w)
 		return ret;
 	if (!umn_is_watched(u, w))
 		ret = -ENOENT;
-	else if (u->ops->unwatch_later)
+	else if (later && u->ops->unwatch_later)
 		ret = u->ops->unwatch_later(u, w);
 	else
 		ret = u->ops->unwatch(u, w);
@@ -443,13 +434,23 @@ int umn__unwatch_later(struct umn *u, struct umn_watch *w)
 	return ret;
 }
 
+int umn_unwatch(struct umn *u, struct umn_watch *w)
+{
+	return umn_unwatch_now_or_later(u, w, false);
+}
+
+int umn__unwatch_later(struct umn *u, struct umn_watch *w)
+{
+	return umn_unwatch_now_or_later(u, w, true);
+}
+
+/* Not umn__lock(): a forked child has nothing queued, nor reopens for it. */
 void umn__send_unwatches(struct umn *u)
 {
-	if (umn__lock(u))
-		return;
-	if (u->ops->send_unwatches)
+	pthread_mutex_lock(&u->lock);
+	if (!u->forked && u->ops->send_unwatches)
 		u->ops->send_unwatches(u);
-	umn__unlock(u);
+	pthread_mutex_unlock(&u->lock);
 }
 
 int umn_resize(struct umn *u, struct umn_watch *w, const void *addr,
