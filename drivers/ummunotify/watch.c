@@ -18,8 +18,9 @@
 static_assert(sizeof(struct umn_region) <= 160);
 
 /*
- * Unknown future events count as CLEAR: assume the pages changed.
- * Device-exclusive access keeps the pages, like a protection change.
+ * Unknown future events count as CLEAR: assume the pages changed (Kbuild
+ * warns of any event not named here).  Device-exclusive access keeps the
+ * pages, like a protection change.
  */
 unsigned int umn_cause(enum mmu_notifier_event event)
 {
@@ -37,6 +38,7 @@ unsigned int umn_cause(enum mmu_notifier_event event)
 		return UMMUNOTIFY_CAUSE_MIGRATE;
 	case MMU_NOTIFY_RELEASE:
 		return UMMUNOTIFY_CAUSE_RELEASE;
+	case MMU_NOTIFY_CLEAR:
 	default:
 		return UMMUNOTIFY_CAUSE_CLEAR;
 	}
