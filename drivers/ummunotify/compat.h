@@ -40,10 +40,6 @@ static inline void *kmem_cache_alloc_lru(struct kmem_cache *cache,
 }
 #endif
 
-#ifndef UMN_HAVE_SHRINKER_NAME
-#define register_shrinker(shrinker, name)	register_shrinker(shrinker)
-#endif
-
 #ifndef UMN_HAVE_VM_FLAGS_MOD
 static inline void vm_flags_mod(struct vm_area_struct *vma,
 				vm_flags_t set, vm_flags_t clear)
@@ -63,6 +59,94 @@ static inline bool list_lru_del_obj(struct list_lru *lru,
 				    struct list_head *item)
 {
 	return list_lru_del(lru, item);
+}
+#endif
+
+/*
+ * A memcg-aware shrinker "ummunotify" for lru, which takes its id, and
+ * *ready set, with release, once lru is ready for the shrinker's calls.
+ * 6.7 allocates shrinkers and gives the id at allocation, so the list is
+ * ready before the shrinker is registered; before 6.7 the caller embeds
+ * the shrinker, which gets its id at registration and may run before
+ * the list is ready: its count_objects must look at *ready.
+ */
+typedef unsigned long umn_shrink_fn(struct shrinker *shrinker,
+				    struct shrink_control *sc);
+
+#ifdef UMN_HAVE_SHRINKER_ALLOC
+struct umn_shrinker {
+	struct shrinker *shrinker;
+};
+
+static inline int umn_shrinker_register(struct umn_shrinker *s,
+					struct list_lru *lru,
+					umn_shrink_fn *count,
+					umn_shrink_fn *scan, bool *ready)
+{
+	int ret;
+
+	s->shrinker = shrinker_alloc(SHRINKER_MEMCG_AWARE, "ummunotify");
+	if (!s->shrinker)
+		return -ENOMEM;
+	s->shrinker->count_objects = count;
+	s->shrinker->scan_objects = scan;
+	ret = list_lru_init_memcg(lru, s->shrinker);
+	if (ret) {
+		shrinker_free(s->shrinker);
+		return ret;
+	}
+	/* Pairs with the count's acquire: the list is ready. */
+	smp_store_release(ready, true);
+	shrinker_register(s->shrinker);
+	return 0;
+}
+
+static inline void umn_shrinker_unregister(struct umn_shrinker *s)
+{
+	shrinker_free(s->shrinker);
+}
+#else
+struct umn_shrinker {
+	struct shrinker shrinker;
+};
+
+/* Shrinkers have names since 6.0. */
+#ifdef UMN_HAVE_SHRINKER_NAME
+#define umn_register_shrinker(shrinker)	\
+	register_shrinker(shrinker, "ummunotify")
+#else
+#define umn_register_shrinker(shrinker)	register_shrinker(shrinker)
+#endif
+
+static inline int umn_shrinker_register(struct umn_shrinker *s,
+					struct list_lru *lru,
+					umn_shrink_fn *count,
+					umn_shrink_fn *scan, bool *ready)
+{
+	int ret;
+
+	s->shrinker = (struct shrinker){
+		.count_objects	= count,
+		.scan_objects	= scan,
+		.seeks		= DEFAULT_SEEKS,
+		.flags		= SHRINKER_MEMCG_AWARE,
+	};
+	ret = umn_register_shrinker(&s->shrinker);
+	if (ret)
+		return ret;
+	ret = list_lru_init_memcg(lru, &s->shrinker);
+	if (ret) {
+		unregister_shrinker(&s->shrinker);
+		return ret;
+	}
+	/* Pairs with the count's acquire: the list is ready. */
+	smp_store_release(ready, true);
+	return 0;
+}
+
+static inline void umn_shrinker_unregister(struct umn_shrinker *s)
+{
+	unregister_shrinker(&s->shrinker);
 }
 #endif
 

@@ -198,65 +198,17 @@ static unsigned long umn_pressure_scan(struct shrinker *shrinker,
 	return SHRINK_STOP;
 }
 
-/* 6.7 replaced register_shrinker() with shrinker_alloc() (see Kbuild). */
-#ifdef UMN_HAVE_SHRINKER_ALLOC
-static struct shrinker *umn_shrinker;
+static struct umn_shrinker umn_shrinker;
 
 int umn_pressure_init(void)
 {
-	int ret;
-
-	umn_shrinker = shrinker_alloc(SHRINKER_MEMCG_AWARE, "ummunotify");
-	if (!umn_shrinker)
-		return -ENOMEM;
-	umn_shrinker->count_objects = umn_pressure_count;
-	umn_shrinker->scan_objects = umn_pressure_scan;
-	ret = list_lru_init_memcg(&umn_pressure_lru, umn_shrinker);
-	if (ret) {
-		shrinker_free(umn_shrinker);
-		return ret;
-	}
-	/* Pairs with umn_pressure_count(): the list is ready. */
-	smp_store_release(&umn_pressure_ready, true);
-	shrinker_register(umn_shrinker);
-	return 0;
+	return umn_shrinker_register(&umn_shrinker, &umn_pressure_lru,
+				     umn_pressure_count, umn_pressure_scan,
+				     &umn_pressure_ready);
 }
 
 void umn_pressure_exit(void)
 {
-	shrinker_free(umn_shrinker);
+	umn_shrinker_unregister(&umn_shrinker);
 	list_lru_destroy(&umn_pressure_lru);
 }
-#else
-static struct shrinker umn_shrinker = {
-	.count_objects	= umn_pressure_count,
-	.scan_objects	= umn_pressure_scan,
-	.seeks		= DEFAULT_SEEKS,
-	.flags		= SHRINKER_MEMCG_AWARE,
-};
-
-int umn_pressure_init(void)
-{
-	int ret;
-
-	ret = register_shrinker(&umn_shrinker, "ummunotify");
-	if (ret)
-		return ret;
-	/* The list takes the shrinker's id, known once it is registered. */
-	ret = list_lru_init_memcg(&umn_pressure_lru, &umn_shrinker);
-	if (ret) {
-		unregister_shrinker(&umn_shrinker);
-		return ret;
-	}
-	/* Pairs with umn_pressure_count(): the list is ready. */
-	smp_store_release(&umn_pressure_ready, true);
-	return 0;
-}
-
-void umn_pressure_exit(void)
-{
-	unregister_shrinker(&umn_shrinker);
-	list_lru_destroy(&umn_pressure_lru);
-}
-
-#endif
