@@ -190,6 +190,11 @@ sparse_for_7() {
 		chmod 755 "$root/usr/local/bin/sparse"
 		rm -rf "$root/var/cache/ummunotify-debs"
 	fi
+	# Built for sid's C library, which may move past trixie's.
+	in_root "$root" '' /usr/local/bin/sparse --version >/dev/null || {
+		echo "setup-host: sid's sparse does not run in $root" >&2
+		exit 1
+	}
 }
 
 krel_12=$(kernel_root bookworm bookworm-backports)
