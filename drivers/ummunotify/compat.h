@@ -112,10 +112,10 @@ struct umn_shrinker {
 
 /* Shrinkers have names since 6.0. */
 #ifdef UMN_HAVE_SHRINKER_NAME
-#define umn_register_shrinker(shrinker)	\
+#define umn_register_named_shrinker(shrinker)	\
 	register_shrinker(shrinker, "ummunotify")
 #else
-#define umn_register_shrinker(shrinker)	register_shrinker(shrinker)
+#define umn_register_named_shrinker(shrinker)	register_shrinker(shrinker)
 #endif
 
 static inline int umn_shrinker_register(struct umn_shrinker *s,
@@ -131,7 +131,7 @@ static inline int umn_shrinker_register(struct umn_shrinker *s,
 		.seeks		= DEFAULT_SEEKS,
 		.flags		= SHRINKER_MEMCG_AWARE,
 	};
-	ret = umn_register_shrinker(&s->shrinker);
+	ret = umn_register_named_shrinker(&s->shrinker);
 	if (ret)
 		return ret;
 	ret = list_lru_init_memcg(lru, &s->shrinker);

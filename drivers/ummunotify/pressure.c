@@ -198,17 +198,17 @@ static unsigned long umn_pressure_scan(struct shrinker *shrinker,
 	return SHRINK_STOP;
 }
 
-static struct umn_shrinker umn_shrinker;
+static struct umn_shrinker umn_pressure_shrinker;
 
 int umn_pressure_init(void)
 {
-	return umn_shrinker_register(&umn_shrinker, &umn_pressure_lru,
+	return umn_shrinker_register(&umn_pressure_shrinker, &umn_pressure_lru,
 				     umn_pressure_count, umn_pressure_scan,
 				     &umn_pressure_ready);
 }
 
 void umn_pressure_exit(void)
 {
-	umn_shrinker_unregister(&umn_shrinker);
+	umn_shrinker_unregister(&umn_pressure_shrinker);
 	list_lru_destroy(&umn_pressure_lru);
 }
