@@ -46,7 +46,6 @@ static int native_watchv(struct umn *u, struct ummunotify_watch *arg)
 		.nr_unwatch = u->nr_unwatched,
 		.nr_watch = !!arg,
 	};
-
 	int ret = ioctl(u->fd, UMMUNOTIFY_WATCHV, &v) ? -errno : 0;
 
 	if (!ret || ret == -ENOSPC) {
