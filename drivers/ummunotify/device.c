@@ -41,6 +41,8 @@ static struct kmem_cache *umn_file_cache;
 /* file->lock held. */
 static bool umn_readable(struct umn_file *file)
 {
+	lockdep_assert_held(&file->lock);
+
 	if (umn_has_ring(file))
 		return umn_ring_readable(file);
 	return umn_refusals_pending(file) || !list_empty(&file->reports) ||

@@ -9,12 +9,16 @@
 
 #include "umn.h"
 
-/* 2010 ABI: queue @region's report, or widen the pending one. */
+/*
+ * 2010 ABI: queue @region's report, or widen the pending one.  file->lock
+ * held.
+ */
 bool umn_queue_report(struct umn_file *file, struct umn_region *region,
 		      u64 start, u64 end)
 {
 	struct umn_queued_region *queued = umn_queued(region);
 
+	lockdep_assert_held(&file->lock);
 	if (!list_empty(&queued->report)) {
 		queued->hint = false;
 		return false;
@@ -57,6 +61,8 @@ void umn_move_report(struct umn_queued_region *old,
  */
 void umn_report_refusal(struct umn_file *file, u64 start, u64 end)
 {
+	lockdep_assert_held(&file->regions_lock);
+
 	spin_lock(&file->lock);
 	if (!umn_refusals_pending(file)) {
 		file->refused_start = start;

@@ -125,6 +125,8 @@ static kuid_t umn_charged_uid(void)
 /* umn_users_lock held. */
 static void umn_user_put(struct umn_user *user)
 {
+	lockdep_assert_held(&umn_users_lock);
+
 	if (--user->files)
 		return;
 	hash_del(&user->node);
@@ -174,6 +176,8 @@ void umn_user_release(struct umn_file *file)
 /* One more watch on @file; regions_lock held. */
 int umn_charge_watch(struct umn_file *file)
 {
+	lockdep_assert_held(&file->regions_lock);
+
 	if (file->nr_regions >= READ_ONCE(max_regions) ||
 	    !umn_charge(&file->user->watches, 1, umn_limit(&max_user_watches)))
 		return -ENOSPC;

@@ -26,7 +26,8 @@ static void umn_ring_write(struct umn_file *file,
  * Append @event to the ring, preceded by an OVERFLOW event if some were
  * lost since the last one.  Never waits: a full ring drops the event and
  * counts it.  The head is user memory: an impossible value makes the ring
- * look full, which only hurts the process that wrote it.
+ * look full, which only hurts the process that wrote it.  file->lock
+ * held.
  */
 bool umn_ring_post(struct umn_file *file,
 		   const struct ummunotify_ring_event *event)
@@ -35,6 +36,7 @@ bool umn_ring_post(struct umn_file *file,
 	u64 need = file->lost ? 2 : 1;
 	u64 used;
 
+	lockdep_assert_held(&file->lock);
 	/* Pairs with the consumer's release: it is done with those entries. */
 	used = file->tail - smp_load_acquire(file->head);
 
@@ -278,6 +280,8 @@ static u64 umn_ring_head(struct umn_file *file, u64 tail)
  */
 bool umn_ring_readable(struct umn_file *file)
 {
+	lockdep_assert_held(&file->lock);
+
 	return READ_ONCE(*file->head) != file->tail;
 }
 

@@ -124,6 +124,8 @@ static int umn_space_full(struct umn_space *space, unsigned long start,
 	unsigned long *active;
 	int ret = 0;
 
+	lockdep_assert_held(&space->lock);
+
 	for (other = umn_ranges_iter_first(&space->ranges, start, last);
 	     other && seen < limit;
 	     other = umn_ranges_iter_next(other, start, last))
@@ -167,6 +169,8 @@ int umn_space_add(struct umn_file *file, struct umn_region *region,
 	unsigned int limit = READ_ONCE(max_overlap);
 	struct umn_space *space = file->space;
 	int ret = -ENOSPC;
+
+	lockdep_assert_held(&file->regions_lock);
 
 	region->notifier.interval_tree.start = start;
 	region->notifier.interval_tree.last = end - 1;

@@ -2,8 +2,8 @@
 /*
  * ummunotify internals, shared by the files of the driver:
  *
- *   device.c	the misc device: open, release, ioctl, poll, fasync,
- *		fdinfo, sysfs, module init
+ *   device.c	the misc device: open, release, ioctl, read (to ring.c
+ *		or legacy.c), poll, fasync, fdinfo, sysfs, module init
  *   watch.c	watches, their cookies and slots, the interval notifier
  *   watch_all.c whole-address-space watches, on the address space's
  *		mmu_notifier
@@ -284,6 +284,7 @@ struct umn_stats {
 /* 2010 ABI: refused REGISTERs wait to be reported.  file->lock held. */
 static inline bool umn_refusals_pending(const struct umn_file *file)
 {
+	lockdep_assert_held(&file->lock);
 	return file->refusals != file->refusals_read;
 }
 
@@ -357,6 +358,8 @@ extern struct kmem_cache *umn_queued_cache;
  */
 static inline void umn_count_event(struct umn_file *file, bool counted)
 {
+	lockdep_assert_held(&file->lock);
+
 	if (counted)
 		WRITE_ONCE(*file->counter, *file->counter + 1);
 	file->events++;

@@ -63,6 +63,8 @@ static bool umn_publish(struct umn_file *file, struct umn_region *region,
 		.cause = cause,
 	};
 
+	lockdep_assert_held(&file->lock);
+
 	/* A whole-address-space watch's ring says it all; not the queue. */
 	umn_count_event(file, !region->all || !umn_has_ring(file));
 	if (region->slot != UMMUNOTIFY_NO_SLOT) {
@@ -100,6 +102,8 @@ bool umn_report(struct umn_file *file, struct umn_region *region,
 {
 	bool wanted = region->causes & BIT(cause);
 	bool posted = false;
+
+	lockdep_assert_held(&file->lock);
 
 	trace_ummunotify_invalidate(region->cookie, start, end, cause, wanted);
 	if (!wanted) {
@@ -216,6 +220,8 @@ static struct umn_region *umn_alloc_region(struct umn_file *file, u64 cookie,
 	struct umn_queued_region *queued;
 	struct umn_region *region;
 
+	lockdep_assert_held(&file->regions_lock);
+
 	if (umn_has_ring(file)) {
 		region = kmem_cache_zalloc(umn_region_cache, GFP_KERNEL);
 	} else {
@@ -268,6 +274,8 @@ static int umn_alloc_slot(struct umn_file *file)
 	unsigned long *map = file->area.slot_map;
 	unsigned long slot = file->slot_hint;
 
+	lockdep_assert_held(&file->regions_lock);
+
 	do {
 		slot = find_next_zero_bit(map, file->nr_slots, slot);
 		if (slot >= file->nr_slots)
@@ -307,6 +315,7 @@ static struct umn_region *umn_reserve(struct umn_file *file, u64 cookie,
 	struct umn_region *region;
 	int ret;
 
+	lockdep_assert_held(&file->regions_lock);
 	region = umn_alloc_region(file, cookie, causes, all);
 	if (!region)
 		return ERR_PTR(-ENOMEM);
@@ -401,6 +410,8 @@ static int umn_start(struct umn_file *file, struct umn_region *region,
  */
 static void umn_unlink(struct umn_file *file, struct umn_region *region)
 {
+	lockdep_assert_held(&file->regions_lock);
+
 	rb_erase(&region->cookie_node, &file->cookies);
 	umn_uncharge_watch(file);
 	if (!region->pending)
@@ -765,6 +776,7 @@ static bool umn_cookie_taken(struct umn_file *file, u64 cookie,
 	struct umn_region *region = umn_find(file, cookie);
 	u32 j;
 
+	lockdep_assert_held(&file->regions_lock);
 	for (j = 0; region && j < n; j++)
 		if (regions[j] == region)
 			region = NULL;

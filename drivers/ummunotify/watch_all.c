@@ -218,9 +218,11 @@ static struct umn_all_mm *umn_all_get(struct mm_struct *mm)
 /* Join the address space's notifier.  all_lock held. */
 static int umn_all_join(struct umn_file *file)
 {
-	struct umn_all_mm *all = umn_all_get(file->mm);
+	struct umn_all_mm *all;
 	int ret = 0;
 
+	lockdep_assert_held(&file->all_lock);
+	all = umn_all_get(file->mm);
 	if (IS_ERR(all)) {
 		/* mm_take_all_locks() gives up on any signal: start again. */
 		return PTR_ERR(all) == -EINTR ? -ERESTARTSYS : PTR_ERR(all);
@@ -250,6 +252,8 @@ static int umn_all_join(struct umn_file *file)
 static void umn_all_leave(struct umn_file *file)
 {
 	struct umn_all_mm *all = file->all_mm;
+
+	lockdep_assert_held(&file->all_lock);
 
 	spin_lock(&all->lock);
 	list_del(&file->all_file_node);
