@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
 /*
  * What the tests share: CHECK(), a seeded generator whose seed is printed
- * so that a failure can be replayed (UMN_SEED=...), and the test double
- * of a notification source (double.c).
+ * so that a failure can be replayed (UMN_SEED=...), the watches the
+ * kernel holds for a descriptor, and the test double of a notification
+ * source (double.c).
  */
 #ifndef UMN_CHECK_H
 #define UMN_CHECK_H
@@ -88,5 +89,23 @@ void double_pressure(struct umn_double *d, uint64_t bytes);
 void double_fail_pull(struct umn_double *d);
 /* Watches registered with the source now. */
 unsigned int double_watches(struct umn_double *d);
+
+/* The "regions:" line of /proc/self/fdinfo/FD, of a /dev/ummunotify fd. */
+static inline unsigned int fd_watches(int fd)
+{
+	char path[64], line[128];
+	unsigned int n = 0;
+	int found = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	f = fopen(path, "r");
+	CHECK(f);
+	while (fgets(line, sizeof(line), f))
+		found |= sscanf(line, "regions: %u", &n) == 1;
+	fclose(f);
+	CHECK(found);
+	return n;
+}
 
 #endif /* UMN_CHECK_H */

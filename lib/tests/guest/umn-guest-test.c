@@ -448,19 +448,7 @@ static void test_cache_never_serves_a_replaced_mapping(void)
 /* The watches the kernel holds for u's file (native: it is umn_fd()). */
 static unsigned int kernel_watches(struct umn *u)
 {
-	char path[64], line[128];
-	unsigned int regions = UINT32_MAX;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", umn_fd(u));
-	f = fopen(path, "r");
-	CHECK(f);
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "regions: %u", &regions) == 1)
-			break;
-	fclose(f);
-	CHECK(regions != UINT32_MAX);
-	return regions;
+	return fd_watches(umn_fd(u));
 }
 
 /*

@@ -63,24 +63,12 @@ static int device_fd(void)
 	return fd;
 }
 
-/* The "regions:" line of the fdinfo of our /dev/ummunotify descriptor. */
 unsigned int device_watches(void)
 {
-	char path[64], line[128];
-	unsigned int n = 0;
 	int fd = device_fd();
-	bool found = false;
-	FILE *f;
 
 	CHECK(fd >= 0);
-	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
-	f = fopen(path, "r");
-	CHECK(f);
-	while (fgets(line, sizeof(line), f))
-		found |= sscanf(line, "regions: %u", &n) == 1;
-	fclose(f);
-	CHECK(found);
-	return n;
+	return fd_watches(fd);
 }
 
 bool device_opened(void)
