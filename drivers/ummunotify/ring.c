@@ -325,6 +325,12 @@ static int umn_remap(struct vm_area_struct *vma, struct page **pages,
 	unsigned long i;
 	int ret;
 
+	/*
+	 * mmap_region() computed the protection from the flags before
+	 * umn_mmap() cleared VM_EXEC: under READ_IMPLIES_EXEC it would still
+	 * make the entries executable.
+	 */
+	vma->vm_page_prot = vm_get_page_prot(vma->vm_flags);
 	for (i = 0; i < nr; i++) {
 		ret = remap_pfn_range(vma, vma->vm_start + i * PAGE_SIZE,
 				      page_to_pfn(pages[i]), PAGE_SIZE,

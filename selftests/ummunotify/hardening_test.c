@@ -16,6 +16,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -280,6 +281,56 @@ TEST_F(bare, read_implies_exec_maps_the_counter_page_without_exec)
 		_exit(found ? 0 : 12);
 	}
 	EXPECT_EQ(0, wait_child(pid));
+}
+
+static sigjmp_buf ran_no_code;
+
+static void on_fault(int sig)
+{
+	(void)sig;
+	siglongjmp(ran_no_code, 1);
+}
+
+/* Whether a call to the byte at P, a "ret", comes back. */
+static bool runs_as_code(const unsigned char *p)
+{
+	struct sigaction sa = { .sa_handler = on_fault }, old;
+	volatile bool ran = false;
+
+	if (*p != 0xc3 || sigaction(SIGSEGV, &sa, &old))
+		return true;
+	if (!sigsetjmp(ran_no_code, 1)) {
+		((void (*)(void))p)();
+		ran = true;
+	}
+	sigaction(SIGSEGV, &old, NULL);
+	return ran;
+}
+
+/*
+ * Under READ_IMPLIES_EXEC the mappings are made all the same, and their
+ * page table entries are not executable either: neither a "ret" the
+ * owner writes to the head page nor a cookie 0xc3 in the ring runs.
+ */
+TEST_F(owner, read_implies_exec_maps_the_ring_without_exec)
+{
+	const struct ummunotify_ring_event *ev;
+	unsigned char *head, *area;
+
+	watch_range(_metadata, self->u.fd, self->buf, ps, 0xc3, 0);
+	ASSERT_EQ(0, munmap(self->buf, ps));
+	ASSERT_EQ(1ULL, ring_tail(&self->u));
+	ASSERT_LE(0, personality(READ_IMPLIES_EXEC));
+	area = mmap(NULL, self->u.p.mmap_size, PROT_READ, MAP_SHARED,
+		    self->u.fd, 0);
+	ASSERT_NE(MAP_FAILED, area);
+	head = mmap(NULL, ps, PROT_READ | PROT_WRITE, MAP_SHARED, self->u.fd,
+		    self->u.p.head_offset);
+	ASSERT_NE(MAP_FAILED, head);
+	ev = (const void *)(area + self->u.p.off.events);
+	head[ps - 1] = 0xc3;
+	EXPECT_FALSE(runs_as_code(head + ps - 1));
+	EXPECT_FALSE(runs_as_code((const void *)&ev->user_cookie));
 }
 
 /*
