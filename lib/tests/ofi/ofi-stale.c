@@ -163,6 +163,24 @@ static void wait_notified(uint64_t before)
 }
 
 /*
+ * A refused subscribe() leaves the changed watch to the monitor's thread,
+ * which refuses the range again until it has notified and freed it.
+ */
+static void wait_retired(uint64_t watches)
+{
+	struct timespec pause = { 0, 1000000 };
+	int i;
+
+	for (i = 0; i < 5000; i++) {
+		if (stats().watches < watches)
+			return;
+		nanosleep(&pause, NULL);
+	}
+	fprintf(stderr, "ofi-stale: the changed watch was never freed\n");
+	exit(2);
+}
+
+/*
  * Register buf again and report what the peer reads; true if stale.
  * *key: the key of the registration before, then this one's.
  */
@@ -238,6 +256,8 @@ static int test_remap(void)
 	 * the rounds above: the replaced buffer must be cached again.
 	 */
 	if (!stale) {
+		if (stats().refused > before.refused)
+			wait_retired(before.watches);
 		cache(buf, 'D');
 		printf("ofi-stale: round 3: cached again, the peer reads the new pages\n");
 	}
