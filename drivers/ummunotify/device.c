@@ -256,10 +256,8 @@ static void umn_show_fdinfo(struct seq_file *m, struct file *filp)
 	spin_unlock(&file->lock);
 }
 
-static struct workqueue_struct *umn_release_wq;
-
 /* After umn_pressure_del(): no walk of the pressure list reaches the file. */
-static void umn_teardown(struct umn_file *file)
+void umn_teardown(struct umn_file *file)
 {
 	umn_remove_all(file);
 	/* Nor can the notifier queue SIGIO now. */
@@ -273,13 +271,6 @@ static void umn_teardown(struct umn_file *file)
 	mmdrop(file->mm);
 	kmem_cache_free(umn_file_cache, file);
 	atomic_long_dec(&umn_nr_files);
-}
-
-static void umn_teardown_work(struct work_struct *work)
-{
-	umn_teardown(container_of(work, struct umn_file, release_work));
-	/* umn_exit()'s destroy_workqueue() waits for the return. */
-	module_put(THIS_MODULE);
 }
 
 static int umn_open(struct inode *inode, struct file *filp)
@@ -326,7 +317,6 @@ static int umn_open(struct inode *inode, struct file *filp)
 	INIT_LIST_HEAD(&file->pressure_node);
 	init_waitqueue_head(&file->wait);
 	INIT_WORK(&file->sigio_work, umn_send_sigio);
-	INIT_WORK(&file->release_work, umn_teardown_work);
 	file->notifier_ops.invalidate = umn_invalidate;
 	umn_all_init(file);
 	atomic_long_inc(&umn_nr_files);
@@ -362,12 +352,13 @@ static bool umn_owner_exits(struct umn_file *file)
  * space is gone, tears down here; the last close of anyone else (a
  * process the fd was passed to, the opener after execve(), the kernel's
  * delayed fput of an fd left in flight) must not wait for that: the
- * driver's own queue does it, the memory charged to the opener and the
- * module held until then (so that rmmod fails with EBUSY meanwhile,
- * rather than waiting).  The opener's exit closes after exit_mm(), its mm
- * gone from current while another user may hold it (a CLONE_VM child, a
- * moment's mmget() of khugepaged or /proc): it counts as the owner's
- * close, so that its user's budget is back before the exit is reaped.
+ * driver's own queue does it, behind the other teardowns of the opener's
+ * user only, the memory charged to that user and the module held until
+ * then (so that rmmod fails with EBUSY meanwhile, rather than waiting).
+ * The opener's exit closes after exit_mm(), its mm gone from current
+ * while another user may hold it (a CLONE_VM child, a moment's mmget() of
+ * khugepaged or /proc): it counts as the owner's close, so that its
+ * user's budget is back before the exit is reaped.
  */
 static int umn_release(struct inode *inode, struct file *filp)
 {
@@ -375,12 +366,10 @@ static int umn_release(struct inode *inode, struct file *filp)
 
 	umn_pressure_del(file);
 	if (current->mm == file->mm || umn_owner_exits(file) ||
-	    !atomic_read(&file->mm->mm_users)) {
+	    !atomic_read(&file->mm->mm_users))
 		umn_teardown(file);
-	} else {
-		__module_get(THIS_MODULE);
-		queue_work(umn_release_wq, &file->release_work);
-	}
+	else
+		umn_user_defer_teardown(file);
 	return 0;
 }
 
@@ -468,19 +457,18 @@ static int __init umn_init(void)
 {
 	int ret;
 
-	umn_limits_init();
+	ret = umn_limits_init();
+	if (ret)
+		return ret;
 	umn_region_cache = KMEM_CACHE(umn_region, SLAB_ACCOUNT);
 	umn_queued_cache = KMEM_CACHE(umn_queued_region, SLAB_ACCOUNT);
 	umn_file_cache = KMEM_CACHE(umn_file, SLAB_ACCOUNT);
 	ret = -ENOMEM;
 	if (!umn_region_cache || !umn_queued_cache || !umn_file_cache)
 		goto out_cache;
-	umn_release_wq = alloc_workqueue("ummunotify_release", WQ_UNBOUND, 0);
-	if (!umn_release_wq)
-		goto out_cache;
 	ret = umn_pressure_init();
 	if (ret)
-		goto out_wq;
+		goto out_cache;
 	ret = misc_register(&umn_misc);
 	if (ret)
 		goto out_pressure;
@@ -488,12 +476,11 @@ static int __init umn_init(void)
 
 out_pressure:
 	umn_pressure_exit();
-out_wq:
-	destroy_workqueue(umn_release_wq);
 out_cache:
 	kmem_cache_destroy(umn_file_cache);
 	kmem_cache_destroy(umn_queued_cache);
 	kmem_cache_destroy(umn_region_cache);
+	umn_limits_exit();
 	return ret;
 }
 
@@ -501,7 +488,7 @@ static void __exit umn_exit(void)
 {
 	misc_deregister(&umn_misc);
 	/* The last teardown may still be returning from module_put(). */
-	destroy_workqueue(umn_release_wq);
+	umn_limits_exit();
 	/*
 	 * Each WATCH_ALL notifier holds the module until its SRCU callback
 	 * frees it; that callback's return, after module_put(), is covered

@@ -4,7 +4,8 @@
  * of a shared node, so besides the bound per file there is one per user,
  * over all the files that user's processes opened: watches (slab objects)
  * and pages of memory.  The opener's user is charged for the life of the
- * file, whoever the descriptor is passed to.
+ * file, whoever the descriptor is passed to, and the teardowns of its
+ * files closed last elsewhere run one at a time, each user's apart.
  */
 
 #include <linux/cred.h>
@@ -13,6 +14,7 @@
 #include <linux/module.h>
 #include <linux/slab.h>
 #include <linux/user_namespace.h>
+#include <linux/workqueue.h>
 
 #include "umn.h"
 
@@ -76,6 +78,8 @@ MODULE_PARM_DESC(max_user_pages, "Maximum number of pages of all the files one u
  * @files:	files charged to it, under umn_users_lock
  * @watches:	their watches
  * @pages:	their pages of shared memory
+ * @teardowns:	files another process closed last, to tear down
+ * @teardown_work: tears them down
  */
 struct umn_user {
 	struct hlist_node node;
@@ -83,10 +87,15 @@ struct umn_user {
 	unsigned int files;
 	atomic_long_t watches;
 	atomic_long_t pages;
+	struct llist_head teardowns;
+	struct work_struct teardown_work;
 };
 
 static DEFINE_HASHTABLE(umn_users, 6);
 static DEFINE_MUTEX(umn_users_lock);
+static struct workqueue_struct *umn_teardown_wq;
+
+static void umn_user_teardowns(struct work_struct *work);
 
 /* Add @n to @used unless that takes it beyond @max. */
 static bool umn_charge(atomic_long_t *used, long n, unsigned long max)
@@ -150,6 +159,7 @@ int umn_user_get(struct umn_file *file)
 		goto out;
 	}
 	user->uid = uid;
+	INIT_WORK(&user->teardown_work, umn_user_teardowns);
 	hash_add(umn_users, &user->node, __kuid_val(uid));
 found:
 	user->files++;
@@ -171,6 +181,39 @@ void umn_user_release(struct umn_file *file)
 	mutex_lock(&umn_users_lock);
 	umn_user_put(file->user);
 	mutex_unlock(&umn_users_lock);
+}
+
+/*
+ * A teardown can wait as long as the processes sharing the opener's
+ * address space keep invalidating where its watches are (removing an
+ * interval notifier waits for a pause).  One user's teardowns go one at a
+ * time, in the order closed, so that a user cannot take every worker of
+ * the queue and hold up the others' (their budgets, the module).
+ */
+void umn_user_defer_teardown(struct umn_file *file)
+{
+	struct umn_user *user = file->user;
+
+	/* umn_limits_exit()'s destroy_workqueue() waits for the put. */
+	__module_get(THIS_MODULE);
+	/* Onto an empty list: each run queued so far took its files. */
+	if (llist_add(&file->teardown_node, &user->teardowns))
+		queue_work(umn_teardown_wq, &user->teardown_work);
+}
+
+static void umn_user_teardowns(struct work_struct *work)
+{
+	struct umn_user *user = container_of(work, struct umn_user,
+					     teardown_work);
+	struct llist_node *files = llist_del_all(&user->teardowns);
+	struct umn_file *file, *next;
+
+	/* Each file holds @user, which the last teardown may free. */
+	llist_for_each_entry_safe(file, next, llist_reverse_order(files),
+				  teardown_node) {
+		umn_teardown(file);
+		module_put(THIS_MODULE);
+	}
 }
 
 /* One more watch on @file; regions_lock held. */
@@ -218,7 +261,7 @@ long umn_user_pages(struct umn_file *file)
  * As inotify sizes max_user_watches: a share of RAM, so that a small
  * machine's users cannot pin most of it in slab, and a cap.
  */
-void umn_limits_init(void)
+int umn_limits_init(void)
 {
 	unsigned long share = totalram_pages() / 32;
 
@@ -226,4 +269,11 @@ void umn_limits_init(void)
 				      sizeof(struct umn_queued_region),
 				      8192UL, 1UL << 20);
 	max_user_pages.dflt = share;
+	umn_teardown_wq = alloc_workqueue("ummunotify_release", WQ_UNBOUND, 0);
+	return umn_teardown_wq ? 0 : -ENOMEM;
+}
+
+void umn_limits_exit(void)
+{
+	destroy_workqueue(umn_teardown_wq);
 }

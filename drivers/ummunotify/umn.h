@@ -40,6 +40,7 @@
 #define _UMMUNOTIFY_UMN_H
 
 #include <linux/list.h>
+#include <linux/llist.h>
 #include <linux/list_lru.h>
 #include <linux/mmu_notifier.h>
 #include <linux/mutex.h>
@@ -145,7 +146,8 @@ struct umn_area {
  * @sigio_work:		sends SIGIO outside the notifier, which must not
  *			allocate the signal's queue entry nor walk a
  *			process group
- * @release_work:	the teardown of a file another process closed last
+ * @teardown_node:	in its user's teardowns, once another process closed
+ *			it last
  * @notifier_ops:	the file's own, so that a region finds its file
  * @all_lock:		serialises joining and leaving @all_mm, @nr_all and
  *			@all_holds
@@ -206,7 +208,7 @@ struct umn_file {
 	wait_queue_head_t wait;
 	struct fasync_struct *fasync;
 	struct work_struct sigio_work;
-	struct work_struct release_work;
+	struct llist_node teardown_node;
 	struct mmu_interval_notifier_ops notifier_ops;
 
 	struct mutex all_lock;		/* joining all_mm */
@@ -368,6 +370,7 @@ static inline void umn_count_event(struct umn_file *file, bool counted)
 
 /* device.c */
 void umn_wake(struct umn_file *file);
+void umn_teardown(struct umn_file *file);
 
 /* watch.c */
 unsigned int umn_cause(enum mmu_notifier_event event);
@@ -420,7 +423,9 @@ int umn_charge_pages(struct umn_file *file, unsigned long pages);
 void umn_uncharge_pages(struct umn_file *file, unsigned long pages);
 long umn_user_watches(struct umn_file *file);
 long umn_user_pages(struct umn_file *file);
-void umn_limits_init(void);
+void umn_user_defer_teardown(struct umn_file *file);
+int umn_limits_init(void);
+void umn_limits_exit(void);
 
 /* space.c */
 int umn_space_get(struct umn_file *file);

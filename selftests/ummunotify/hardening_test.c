@@ -1188,6 +1188,134 @@ TEST_F_TIMEOUT(owner, a_last_close_elsewhere_waits_for_no_invalidation, 300)
 }
 
 /*
+ * A teardown left to the driver's queue waits as long as the processes
+ * sharing the opener's address space keep invalidating where its watches
+ * are.  TEST_UID's STALLED_FILES such teardowns, more than the queue runs
+ * at once (256, an unbound workqueue's default), must not hold up
+ * OTHER_UID's: its budget is back while the queue is still on TEST_UID's
+ * first files.  Were the teardowns all in one queue, OTHER_UID's would
+ * start only once STALLED_FILES - QUEUE_ACTIVE of TEST_UID's were over.
+ */
+#define STALLED_FILES	300
+#define STALLED_WATCHES	20
+#define QUEUE_ACTIVE	256
+
+/* In the holder, as TEST_UID: a file to read the budget by, then the rest. */
+static int send_stalled_files(int sock, char *busy)
+{
+	int fd = file_with_watches(busy, 0, 0);
+
+	if (fd < 0 || send_fd(sock, fd))
+		return -1;
+	close(fd);
+	for (int i = 0; i < STALLED_FILES; i++) {
+		/* A page of its own for each, under max_overlap. */
+		fd = file_with_watches(busy + i * ps, STALLED_WATCHES,
+				       BUSY_LEN / STALLED_WATCHES / ps * ps);
+		if (fd < 0 || send_fd(sock, fd))
+			return -1;
+		close(fd);
+	}
+	return 0;
+}
+
+/* In the peer, as OTHER_UID: a file to read the budget by, one with watches. */
+static int send_other_files(int sock, char *buf)
+{
+	int budget = file_with_watches(buf, 0, 0);
+	int fd = file_with_watches(buf, USER_WATCHES, 0);
+
+	if (budget < 0 || fd < 0 || send_fd(sock, budget) || send_fd(sock, fd))
+		return -1;
+	close(budget);
+	close(fd);
+	return 0;
+}
+
+TEST_F_TIMEOUT(user_limits, a_users_stalled_teardowns_hold_up_no_other_users,
+	       300)
+{
+	const long long stalled = STALLED_FILES * STALLED_WATCHES;
+	long long regions = sysfs("regions"), left = -1;
+	int hold[2], other[2], files[STALLED_FILES];
+	int budget, other_budget, other_fd, i;
+	char *buf = map_guarded(_metadata, 1);
+	pid_t holder, peer, sharers[MAX_SHARERS];
+	struct timespec start;
+	char go = 1;
+
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, hold));
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_STREAM, 0, other));
+	/* Both before the test has files: neither holds the other's. */
+	peer = fork();
+	ASSERT_LE(0, peer);
+	if (!peer) {
+		if (become(OTHER_UID) || send_other_files(other[1], buf))
+			_exit(10);
+		_exit(read(other[1], &go, 1) == 1 ? 0 : 11);
+	}
+	close(other[1]);
+	holder = fork();
+	ASSERT_LE(0, holder);
+	if (!holder) {
+		struct sharer s = { .busy = busy_map() };
+
+		if (s.busy == MAP_FAILED || become(TEST_UID) ||
+		    send_stalled_files(hold[1], s.busy) ||
+		    share_and_invalidate(&s, MAX_SHARERS, sharers) ||
+		    write(hold[1], sharers, sizeof(sharers)) !=
+		    sizeof(sharers))
+			_exit(10);
+		/* Its address space lives, and its sharers, until told. */
+		_exit(read(hold[1], &go, 1) == 1 ? 0 : 11);
+	}
+	close(hold[1]);
+	budget = recv_fd(hold[0]);
+	ASSERT_LE(0, budget);
+	for (i = 0; i < STALLED_FILES; i++) {
+		files[i] = recv_fd(hold[0]);
+		ASSERT_LE(0, files[i]) TH_LOG("file %d of TEST_UID", i);
+	}
+	ASSERT_EQ((ssize_t)sizeof(sharers),
+		  read(hold[0], sharers, sizeof(sharers)))
+		TH_LOG("the holder exited with %d", wait_child(holder));
+	other_budget = recv_fd(other[0]);
+	other_fd = recv_fd(other[0]);
+	ASSERT_LE(0, other_budget);
+	ASSERT_LE(0, other_fd);
+	ASSERT_EQ(stalled, fdinfo(budget, "user_watches"));
+	ASSERT_EQ(USER_WATCHES, fdinfo(other_budget, "user_watches"));
+
+	/* Last closes elsewhere, the owners alive: all to the queue. */
+	for (i = 0; i < STALLED_FILES; i++)
+		close(files[i]);
+	close(other_fd);
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	/* Not near the hung task detector's 120 s, should it fail. */
+	while (fdinfo(other_budget, "user_watches") &&
+	       seconds_since(&start) < 30)
+		usleep(1000);
+	left = fdinfo(budget, "user_watches");
+	TH_LOG("OTHER_UID's teardown over in %.3f s, %lld of TEST_UID's %lld stalled watches gone",
+	       seconds_since(&start), stalled - left, stalled);
+	EXPECT_EQ(0, fdinfo(other_budget, "user_watches"));
+	EXPECT_GT(STALLED_WATCHES * (STALLED_FILES - QUEUE_ACTIVE),
+		  stalled - left);
+
+	/* Without sharers the teardowns no longer wait. */
+	reap_sharers(_metadata, sharers, MAX_SHARERS);
+	ASSERT_EQ(1, write(hold[0], &go, 1));
+	ASSERT_EQ(1, write(other[0], &go, 1));
+	EXPECT_EQ(0, wait_child(holder));
+	EXPECT_EQ(0, wait_child(peer));
+	close(budget);
+	close(other_budget);
+	regions_come_back(_metadata, regions);
+	close(hold[0]);
+	close(other[0]);
+}
+
+/*
  * The program the owner execve()s owns nothing: neither its close of an
  * O_CLOEXEC file (when it first returns to user space) nor its exit must
  * wait for the old address space, which processes sharing it (CLONE_VM)
