@@ -554,7 +554,12 @@ int umn_register(struct umn_file *file,
 		ret = umn_start(file, region, args.start, args.end, true);
 		umn_finish(file, region, ret, !ret);
 	}
-	/* Refused for a limit or for memory, not for its arguments. */
+	/*
+	 * Refused for a limit, for memory or for a signal, not for its
+	 * arguments.  A signal's -ERESTARTSYS reaches a handler without
+	 * SA_RESTART as EINTR, which a client ignoring the result must not
+	 * take for a watch; a restarted call costs one report too many.
+	 */
 	if (legacy && ret && ret != -EINVAL) {
 		mutex_lock(&file->regions_lock);
 		if (!file->set_up)
