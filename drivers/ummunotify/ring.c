@@ -112,6 +112,10 @@ static int umn_alloc_area(struct umn_file *file, struct umn_area *area,
 		if (!area->head_page)
 			return -ENOMEM;
 	}
+	/*
+	 * vmap()'s own metadata is never charged (nor is vmalloc()'s): a
+	 * hundred bytes a file, and max_user_pages bounds the files.
+	 */
 	area->vaddr = vmap(area->pages + 1, nr_pages - 1, VM_MAP, PAGE_KERNEL);
 	return area->vaddr ? 0 : -ENOMEM;
 }
