@@ -164,17 +164,19 @@ static bool umn_has_events(struct umn_file *file)
 }
 
 /*
- * regions_lock is not held across a fault: the copies do not fault
- * (-EFAULT from the first event), and the buffer is faulted in without
- * it.  What is readable can turn out to be gone when read (a head user
- * space moved meanwhile): that waits again, as an empty file does.
+ * regions_lock is not held across a fault: the copies do not fault, and
+ * the rest of the buffer is faulted in without it, then filled on (a
+ * buffer a fork left copy-on-write, or not yet touched, is still filled
+ * as far as there are events, as by the 2010 kernel's copy_to_user()).
+ * What is readable can turn out to be gone when read (a head user space
+ * moved meanwhile): that waits again, as an empty file does.
  */
 static ssize_t umn_read(struct file *filp, char __user *buf, size_t count,
 			loff_t *pos)
 {
 	struct umn_file *file = filp->private_data;
-	size_t size;
-	ssize_t ret;
+	size_t size, done = 0;
+	int ret;
 
 	if (!umn_is_owner(file))
 		return -EPERM;
@@ -191,28 +193,28 @@ static ssize_t umn_read(struct file *filp, char __user *buf, size_t count,
 		ret = 0;
 		if (umn_has_events(file))
 			ret = umn_has_ring(file) ?
-			      umn_read_ring(file, buf, count) :
-			      umn_read_reports(file, buf, count);
-		if (ret > 0)
+			      umn_read_ring(file, buf, count, &done) :
+			      umn_read_reports(file, buf, count, &done);
+		if (done && !ret)
 			break;
 		mutex_unlock(&file->regions_lock);
 		if (ret == -EFAULT)
-			ret = fault_in_writeable(buf, size) ? -EFAULT : 0;
+			ret = fault_in_writeable(buf + done, size) ? -EFAULT : 0;
 		else if (filp->f_flags & O_NONBLOCK)
 			ret = -EAGAIN;
 		else
 			ret = wait_event_interruptible(file->wait,
 						       umn_has_events(file));
 		if (ret)
-			return ret;
+			return done ?: ret;
 		/* The buffer or the head may be changed as fast as we retry. */
 		if (fatal_signal_pending(current))
-			return -EINTR;
+			return done ?: -EINTR;
 		cond_resched();
 		mutex_lock(&file->regions_lock);
 	}
 	mutex_unlock(&file->regions_lock);
-	return ret;
+	return done ?: ret;
 }
 
 static __poll_t umn_poll(struct file *filp, poll_table *wait)

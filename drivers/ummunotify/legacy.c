@@ -153,28 +153,28 @@ static void umn_consume(struct umn_file *file,
 }
 
 /*
- * 2010 ABI.  Each event is copied out before it is dequeued, so that a
- * bad buffer loses nothing; regions_lock keeps the peeked region alive.
- * The copies do not fault (see umn_read()).
+ * 2010 ABI: into @buf from *@done on, which it advances.  Each event is
+ * copied out before it is dequeued, so that a bad buffer loses nothing;
+ * regions_lock keeps the peeked region alive.  -EFAULT where a copy would
+ * fault: the copies do not (see umn_read()).
  */
-ssize_t umn_read_reports(struct umn_file *file, char __user *buf,
-			 size_t count)
+int umn_read_reports(struct umn_file *file, char __user *buf, size_t count,
+		     size_t *done)
 {
 	struct umn_queued_region *queued;
 	struct ummunotify_event event;
-	size_t done = 0;
 	u64 refusals = 0;
 
-	while (count - done >= sizeof(event)) {
+	while (count - *done >= sizeof(event)) {
 		queued = umn_peek(file, &event, &refusals);
 		if (IS_ERR(queued))
 			break;
-		if (copy_to_user_nofault(buf + done, &event, sizeof(event)))
-			return done ?: -EFAULT;
+		if (copy_to_user_nofault(buf + *done, &event, sizeof(event)))
+			return -EFAULT;
 		umn_consume(file, queued, &event, refusals);
-		done += sizeof(event);
+		*done += sizeof(event);
 		/* Another thread can requeue as fast as this reads. */
 		cond_resched();
 	}
-	return done;
+	return 0;
 }

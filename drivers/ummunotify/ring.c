@@ -290,23 +290,22 @@ bool umn_ring_readable(struct umn_file *file)
 }
 
 /*
- * The ring, for event loops that prefer read() to the shared head.
- * Returns 0 if the ring turned out to be empty.  The copies do not fault
- * (see umn_read()).
+ * The ring, for event loops that prefer read() to the shared head: into
+ * @buf from *@done on, which it advances.  -EFAULT where a copy would
+ * fault: the copies do not (see umn_read()).
  */
-ssize_t umn_read_ring(struct umn_file *file, char __user *buf,
-		      size_t count)
+int umn_read_ring(struct umn_file *file, char __user *buf, size_t count,
+		  size_t *done)
 {
 	const size_t size = sizeof(struct ummunotify_ring_event);
-	size_t done = 0;
-	ssize_t ret = 0;
 	u64 head, tail;
+	int ret = 0;
 
 	/* Pairs with umn_ring_post(): the entries are complete. */
 	tail = smp_load_acquire((u64 *)(file->header + UMN_OFF_TAIL));
 	head = umn_ring_head(file, tail);
-	for (; head != tail && count - done >= size; head++, done += size) {
-		if (copy_to_user_nofault(buf + done,
+	for (; head != tail && count - *done >= size; head++, *done += size) {
+		if (copy_to_user_nofault(buf + *done,
 					 &file->ring[head & file->ring_mask],
 					 size)) {
 			ret = -EFAULT;
@@ -315,7 +314,7 @@ ssize_t umn_read_ring(struct umn_file *file, char __user *buf,
 	}
 	/* Pairs with umn_ring_post(): the entries were read first. */
 	smp_store_release(file->head, head);
-	return done ?: ret;
+	return ret;
 }
 
 /*

@@ -402,7 +402,8 @@ int umn_setup(struct umn_file *file, struct ummunotify_params __user *argp);
 void umn_free_area(struct umn_area *area);
 unsigned long umn_area_pages(const struct umn_area *area);
 bool umn_ring_readable(struct umn_file *file);
-ssize_t umn_read_ring(struct umn_file *file, char __user *buf, size_t count);
+int umn_read_ring(struct umn_file *file, char __user *buf, size_t count,
+		  size_t *done);
 int umn_mmap(struct file *filp, struct vm_area_struct *vma);
 
 /* legacy.c */
@@ -411,8 +412,8 @@ bool umn_queue_report(struct umn_file *file, struct umn_region *region,
 void umn_move_report(struct umn_queued_region *old,
 		     struct umn_queued_region *new);
 void umn_report_refusal(struct umn_file *file, u64 start, u64 end);
-ssize_t umn_read_reports(struct umn_file *file, char __user *buf,
-			 size_t count);
+int umn_read_reports(struct umn_file *file, char __user *buf, size_t count,
+		     size_t *done);
 
 /* limits.c */
 int umn_user_get(struct umn_file *file);

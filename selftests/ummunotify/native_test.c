@@ -931,6 +931,30 @@ TEST_F(native, read_returns_whole_events_and_advances_the_head)
 	EXPECT_EQ(gen_of(&self->u, w.slot), ev[2].generation);
 }
 
+/* As a 2010 file's: not cut short where the buffer's next page is absent. */
+TEST_F(native, read_fills_a_buffer_whose_later_page_is_not_present)
+{
+	struct ummunotify_ring_event *ev;
+	struct ummunotify_watch w;
+	unsigned int i;
+	char *out;
+
+	out = mmap(NULL, 2 * ps, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, out);
+	out[0] = 1;
+	ev = (struct ummunotify_ring_event *)(out + ps - EVENT_SIZE);
+	w = watch_range(_metadata, self->u.fd, self->buf, 3 * ps, 1, 0);
+	for (i = 0; i < 3; i++)
+		clear_page(_metadata, self->buf + i * ps);
+	ASSERT_EQ(3 * EVENT_SIZE, try_read(self->u.fd, ev, 3 * EVENT_SIZE));
+	EXPECT_EQ(3ULL, *self->u.head);
+	for (i = 0; i < 3; i++)
+		check_event(_metadata, &ev[i], UMMUNOTIFY_CAUSE_CLEAR,
+			    self->buf + i * ps, ps, 1, w.slot);
+	EXPECT_EQ(0, munmap(out, 2 * ps));
+}
+
 TEST_F(native, read_of_less_than_one_event_is_refused)
 {
 	struct ummunotify_ring_event ev;

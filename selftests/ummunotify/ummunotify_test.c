@@ -1570,6 +1570,37 @@ TEST_F(ummunotify, read_into_a_bad_buffer_fails_with_efault_consuming_nothing)
 	}, 1);
 }
 
+/*
+ * The 2010 kernel's copy_to_user() faulted the buffer in as it went: a
+ * read() whose buffer runs into a page not yet present (or one a fork
+ * left copy-on-write) is filled as far as there are events, not cut short
+ * at the first page.
+ */
+TEST_F(ummunotify, a_read_fills_a_buffer_whose_later_page_is_not_present)
+{
+	struct ummunotify_event *got, want = last(2);
+	struct buf b, out;
+	size_t i;
+
+	ASSERT_EQ(0, map_buf(&out, 2));
+	ASSERT_EQ(0, madvise(page_of(&out, 1), page_size, MADV_DONTNEED));
+	/* The first event in the first page, the others in the second. */
+	got = (struct ummunotify_event *)(page_of(&out, 1) - EVENT);
+	ASSERT_EQ(0, map_buf(&b, 2));
+	for (i = 0; i < 2; i++)
+		ASSERT_EQ(0, register_region(self->f.fd, page_of(&b, i),
+					     page_of(&b, i + 1), 1 + i));
+	for (i = 0; i < 2; i++)
+		ASSERT_EQ(0, madvise(page_of(&b, i), page_size, MADV_DONTNEED));
+	ASSERT_EQ(EVENTS(3), read(self->f.fd, got, EVENTS(3)));
+	expect_event(_metadata, &want, &got[2], 2);
+	for (i = 0; i < 2; i++) {
+		want = inval(1 + i, UMMUNOTIFY_EVENT_FLAG_HINT, page_of(&b, i),
+			     page_of(&b, i + 1));
+		expect_event(_metadata, &want, &got[i], i);
+	}
+}
+
 TEST_F(ummunotify, reading_a_report_leaves_the_region_registered)
 {
 	struct buf b;
