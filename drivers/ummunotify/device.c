@@ -165,17 +165,20 @@ static bool umn_has_events(struct umn_file *file)
 
 /*
  * regions_lock is not held across a fault: the copies do not fault, and
- * the rest of the buffer is faulted in without it, then filled on (a
- * buffer a fork left copy-on-write, or not yet touched, is still filled
- * as far as there are events, as by the 2010 kernel's copy_to_user()).
- * What is readable can turn out to be gone when read (a head user space
- * moved meanwhile): that waits again, as an empty file does.
+ * the event's bytes where a copy stopped are faulted in without it, then
+ * the buffer filled on (one a fork left copy-on-write, or not yet
+ * touched, is filled as far as there are events, as copy_to_user() would).
+ * Once events are copied, a copy that faults again where the fault-in
+ * succeeded (another thread zapping the page, a memory tag the fault-in
+ * does not check) or a signal ends the read with them.  What is readable
+ * can turn out to be gone when read (a head user space moved meanwhile):
+ * that waits again, as an empty file does.
  */
 static ssize_t umn_read(struct file *filp, char __user *buf, size_t count,
 			loff_t *pos)
 {
 	struct umn_file *file = filp->private_data;
-	size_t size, done = 0;
+	size_t size, done = 0, faulted_at = SIZE_MAX;
 	int ret;
 
 	if (!umn_is_owner(file))
@@ -195,26 +198,30 @@ static ssize_t umn_read(struct file *filp, char __user *buf, size_t count,
 			ret = umn_has_ring(file) ?
 			      umn_read_ring(file, buf, count, &done) :
 			      umn_read_reports(file, buf, count, &done);
-		if (done && !ret)
+		if (done && (!ret || done == faulted_at))
 			break;
 		mutex_unlock(&file->regions_lock);
-		if (ret == -EFAULT)
+		if (ret == -EFAULT) {
+			faulted_at = done;
 			ret = fault_in_writeable(buf + done, size) ? -EFAULT : 0;
-		else if (filp->f_flags & O_NONBLOCK)
+		} else if (filp->f_flags & O_NONBLOCK) {
 			ret = -EAGAIN;
-		else
+		} else {
 			ret = wait_event_interruptible(file->wait,
 						       umn_has_events(file));
+		}
 		if (ret)
-			return done ?: ret;
+			return done ? (ssize_t)done : ret;
 		/* The buffer or the head may be changed as fast as we retry. */
+		if (done && signal_pending(current))
+			return done;
 		if (fatal_signal_pending(current))
-			return done ?: -EINTR;
+			return -EINTR;
 		cond_resched();
 		mutex_lock(&file->regions_lock);
 	}
 	mutex_unlock(&file->regions_lock);
-	return done ?: ret;
+	return done ? (ssize_t)done : ret;
 }
 
 static __poll_t umn_poll(struct file *filp, poll_table *wait)
