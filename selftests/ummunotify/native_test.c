@@ -957,6 +957,32 @@ TEST_F(native, read_fills_a_buffer_whose_later_page_is_not_present)
 	EXPECT_EQ(0, munmap(out, 2 * ps));
 }
 
+TEST_F(native, read_into_a_guard_page_returns_the_events_before_it)
+{
+	struct ummunotify_ring_event *ev, rest[2];
+	struct ummunotify_watch w;
+	unsigned int i;
+	char *out;
+
+	out = mmap(NULL, 2 * ps, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, out);
+	ASSERT_EQ(0, mprotect(out + ps, ps, PROT_NONE));
+	ev = (struct ummunotify_ring_event *)(out + ps - EVENT_SIZE);
+	w = watch_range(_metadata, self->u.fd, self->buf, 3 * ps, 1, 0);
+	for (i = 0; i < 3; i++)
+		clear_page(_metadata, self->buf + i * ps);
+	ASSERT_EQ(EVENT_SIZE, try_read(self->u.fd, ev, 3 * EVENT_SIZE));
+	EXPECT_EQ(1ULL, *self->u.head);
+	check_event(_metadata, ev, UMMUNOTIFY_CAUSE_CLEAR, self->buf, ps, 1,
+		    w.slot);
+	ASSERT_EQ(2 * EVENT_SIZE, try_read(self->u.fd, rest, sizeof(rest)));
+	for (i = 0; i < 2; i++)
+		check_event(_metadata, &rest[i], UMMUNOTIFY_CAUSE_CLEAR,
+			    self->buf + (i + 1) * ps, ps, 1, w.slot);
+	EXPECT_EQ(0, munmap(out, 2 * ps));
+}
+
 TEST_F(native, read_of_less_than_one_event_is_refused)
 {
 	struct ummunotify_ring_event ev;

@@ -1601,6 +1601,32 @@ TEST_F(ummunotify, a_read_fills_a_buffer_whose_later_page_is_not_present)
 	}
 }
 
+/* Where the buffer runs into a page it cannot write: the events before. */
+TEST_F(ummunotify, a_read_into_a_guard_page_returns_the_events_before_it)
+{
+	struct ummunotify_event *got, want;
+	struct buf b, out;
+	size_t i;
+
+	/* map_buf() puts a PROT_NONE page after the buffer's one. */
+	ASSERT_EQ(0, map_buf(&out, 1));
+	got = (struct ummunotify_event *)(page_of(&out, 1) - EVENT);
+	ASSERT_EQ(0, map_buf(&b, 2));
+	for (i = 0; i < 2; i++)
+		ASSERT_EQ(0, register_region(self->f.fd, page_of(&b, i),
+					     page_of(&b, i + 1), 1 + i));
+	for (i = 0; i < 2; i++)
+		ASSERT_EQ(0, madvise(page_of(&b, i), page_size, MADV_DONTNEED));
+	ASSERT_EQ(EVENTS(1), read(self->f.fd, got, EVENTS(3)));
+	want = inval(1, UMMUNOTIFY_EVENT_FLAG_HINT, page_of(&b, 0),
+		     page_of(&b, 1));
+	expect_event(_metadata, &want, got, 0);
+	expect_reports(_metadata, &self->f, (struct ummunotify_event[]){
+		inval(2, UMMUNOTIFY_EVENT_FLAG_HINT, page_of(&b, 1),
+		      page_of(&b, 2)),
+	}, 1);
+}
+
 TEST_F(ummunotify, reading_a_report_leaves_the_region_registered)
 {
 	struct buf b;
