@@ -2404,6 +2404,25 @@ static void op_ioctl(struct thread *t)
 	put_file(f);
 }
 
+/*
+ * O_ASYNC must be refused to a child.  The parent's threads turn it on and
+ * off meanwhile, and setting it where it is set already calls no fasync():
+ * only a success on each of several tries, each after turning it off
+ * (which anyone may), counts.
+ */
+static bool async_refused(int fd)
+{
+	for (int i = 0; i < 8; i++) {
+		int fl = fcntl(fd, F_GETFL) & ~O_ASYNC;
+
+		if (fcntl(fd, F_SETFL, fl))
+			return false;
+		if (fcntl(fd, F_SETFL, fl | O_ASYNC) == -1)
+			return errno == EPERM;
+	}
+	return false;
+}
+
 /* In a child: every call on FD must fail with EPERM, and mmap'd AREA of the
  * parent must not be there.  Returns a bit per call that did not. */
 static int foreign_checks(int fd, char *area, dev_t rdev)
@@ -2416,7 +2435,7 @@ static int foreign_checks(int fd, char *area, dev_t rdev)
 	__u64 cookie = 1;
 	unsigned char vec;
 	char buf[64];
-	int bad = 0, fl;
+	int bad = 0;
 	struct stat st;
 	void *m;
 
@@ -2437,9 +2456,7 @@ static int foreign_checks(int fd, char *area, dev_t rdev)
 		bad |= 4;
 	if (poll(&pfd, 1, 0) != 1 || !(pfd.revents & POLLERR))
 		bad |= 8;
-	fl = fcntl(fd, F_GETFL);
-	if (!(fl & O_ASYNC) && (fcntl(fd, F_SETFL, fl | O_ASYNC) != -1 ||
-				errno != EPERM))
+	if (!async_refused(fd))
 		bad |= 16;
 	if (area && !mincore(area, 4096, &vec))
 		bad |= 32;
