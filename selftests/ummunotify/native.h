@@ -257,6 +257,13 @@ static inline void clear_page(struct __test_metadata *_metadata, char *p)
 	ASSERT_EQ(0, madvise(p, ps, MADV_DONTNEED));
 }
 
+static inline void clear_pages(struct __test_metadata *_metadata, char *buf,
+			       unsigned int first, unsigned int n)
+{
+	for (unsigned int i = first; i < first + n; i++)
+		clear_page(_metadata, buf + i * ps);
+}
+
 /* A page of its own holding a copy of SRC, made read-only: EFAULT bait. */
 static inline void *read_only_copy(struct __test_metadata *_metadata,
 				   const void *src, size_t len)

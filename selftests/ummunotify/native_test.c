@@ -918,8 +918,7 @@ TEST_F(native, read_returns_whole_events_and_advances_the_head)
 	unsigned int i;
 
 	w = watch_range(_metadata, self->u.fd, self->buf, 3 * ps, 1, 0);
-	for (i = 0; i < 3; i++)
-		clear_page(_metadata, self->buf + i * ps);
+	clear_pages(_metadata, self->buf, 0, 3);
 	ASSERT_EQ(2 * EVENT_SIZE, try_read(self->u.fd, ev,
 					   2 * EVENT_SIZE + 10));
 	EXPECT_EQ(2ULL, *self->u.head);
@@ -947,8 +946,7 @@ TEST_F(native, read_fills_a_buffer_whose_later_page_is_not_present)
 	ASSERT_EQ(0, madvise(out + ps, ps, MADV_DONTNEED));
 	ev = (struct ummunotify_ring_event *)(out + ps - EVENT_SIZE);
 	w = watch_range(_metadata, self->u.fd, self->buf, 3 * ps, 1, 0);
-	for (i = 0; i < 3; i++)
-		clear_page(_metadata, self->buf + i * ps);
+	clear_pages(_metadata, self->buf, 0, 3);
 	ASSERT_EQ(3 * EVENT_SIZE, try_read(self->u.fd, ev, 3 * EVENT_SIZE));
 	EXPECT_EQ(3ULL, *self->u.head);
 	for (i = 0; i < 3; i++)
@@ -970,8 +968,7 @@ TEST_F(native, read_into_a_guard_page_returns_the_events_before_it)
 	ASSERT_EQ(0, mprotect(out + ps, ps, PROT_NONE));
 	ev = (struct ummunotify_ring_event *)(out + ps - EVENT_SIZE);
 	w = watch_range(_metadata, self->u.fd, self->buf, 3 * ps, 1, 0);
-	for (i = 0; i < 3; i++)
-		clear_page(_metadata, self->buf + i * ps);
+	clear_pages(_metadata, self->buf, 0, 3);
 	ASSERT_EQ(EVENT_SIZE, try_read(self->u.fd, ev, 3 * EVENT_SIZE));
 	EXPECT_EQ(1ULL, *self->u.head);
 	check_event(_metadata, ev, UMMUNOTIFY_CAUSE_CLEAR, self->buf, ps, 1,
@@ -1991,15 +1988,6 @@ FIXTURE_SETUP(tiny_ring)
 FIXTURE_TEARDOWN(tiny_ring)
 {
 	close(self->u.fd);
-}
-
-static void clear_pages(struct __test_metadata *_metadata, char *buf,
-			unsigned int first, unsigned int n)
-{
-	unsigned int i;
-
-	for (i = first; i < first + n; i++)
-		clear_page(_metadata, buf + i * ps);
 }
 
 static void expect_clear(struct __test_metadata *_metadata,

@@ -1570,6 +1570,20 @@ TEST_F(ummunotify, read_into_a_bad_buffer_fails_with_efault_consuming_nothing)
 	}, 1);
 }
 
+/* Two one-page regions of B, cookies 1 and 2, each invalidated. */
+static void two_reports(struct __test_metadata *_metadata, int fd,
+			struct buf *b)
+{
+	size_t i;
+
+	ASSERT_EQ(0, map_buf(b, 2));
+	for (i = 0; i < 2; i++)
+		ASSERT_EQ(0, register_region(fd, page_of(b, i),
+					     page_of(b, i + 1), 1 + i));
+	for (i = 0; i < 2; i++)
+		ASSERT_EQ(0, madvise(page_of(b, i), page_size, MADV_DONTNEED));
+}
+
 /*
  * The 2010 kernel's copy_to_user() faulted the buffer in as it went: a
  * read() whose buffer runs into a page not yet present (or one a fork
@@ -1586,12 +1600,7 @@ TEST_F(ummunotify, a_read_fills_a_buffer_whose_later_page_is_not_present)
 	ASSERT_EQ(0, madvise(page_of(&out, 1), page_size, MADV_DONTNEED));
 	/* The first event in the first page, the others in the second. */
 	got = (struct ummunotify_event *)(page_of(&out, 1) - EVENT);
-	ASSERT_EQ(0, map_buf(&b, 2));
-	for (i = 0; i < 2; i++)
-		ASSERT_EQ(0, register_region(self->f.fd, page_of(&b, i),
-					     page_of(&b, i + 1), 1 + i));
-	for (i = 0; i < 2; i++)
-		ASSERT_EQ(0, madvise(page_of(&b, i), page_size, MADV_DONTNEED));
+	two_reports(_metadata, self->f.fd, &b);
 	ASSERT_EQ(EVENTS(3), read(self->f.fd, got, EVENTS(3)));
 	expect_event(_metadata, &want, &got[2], 2);
 	for (i = 0; i < 2; i++) {
@@ -1606,17 +1615,11 @@ TEST_F(ummunotify, a_read_into_a_guard_page_returns_the_events_before_it)
 {
 	struct ummunotify_event *got, want;
 	struct buf b, out;
-	size_t i;
 
 	/* map_buf() puts a PROT_NONE page after the buffer's one. */
 	ASSERT_EQ(0, map_buf(&out, 1));
 	got = (struct ummunotify_event *)(page_of(&out, 1) - EVENT);
-	ASSERT_EQ(0, map_buf(&b, 2));
-	for (i = 0; i < 2; i++)
-		ASSERT_EQ(0, register_region(self->f.fd, page_of(&b, i),
-					     page_of(&b, i + 1), 1 + i));
-	for (i = 0; i < 2; i++)
-		ASSERT_EQ(0, madvise(page_of(&b, i), page_size, MADV_DONTNEED));
+	two_reports(_metadata, self->f.fd, &b);
 	ASSERT_EQ(EVENTS(1), read(self->f.fd, got, EVENTS(3)));
 	want = inval(1, UMMUNOTIFY_EVENT_FLAG_HINT, page_of(&b, 0),
 		     page_of(&b, 1));
