@@ -276,4 +276,6 @@ int umn_limits_init(void)
 void umn_limits_exit(void)
 {
 	destroy_workqueue(umn_teardown_wq);
+	/* No file is left, so a user left is a reference leaked. */
+	WARN_ON(!hash_empty(umn_users));
 }
