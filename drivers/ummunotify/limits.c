@@ -138,6 +138,9 @@ static void umn_user_put(struct umn_user *user)
 
 	if (--user->files)
 		return;
+	/* Its files gave back every watch and page before they went. */
+	WARN_ON_ONCE(atomic_long_read(&user->watches) ||
+		     atomic_long_read(&user->pages));
 	hash_del(&user->node);
 	kfree(user);
 }
