@@ -140,6 +140,7 @@ struct umn_cache {
 	unsigned int epoch;		/* forks this process is away from the
 					 * cache's creator */
 	struct umn_entry *free;
+	struct umn_entry *returned;	/* freed without the lock, via link */
 	struct umn_chunk *chunks;
 	struct umn_hash *hash;		/* NULL until the first entry */
 	struct umn_cache_stats stats;	/* counters only; atomic adds */
@@ -192,6 +193,9 @@ static struct umn_entry *entry_alloc(struct umn_cache *c)
 	struct umn_entry *e;
 	int i;
 
+	if (!c->free)
+		c->free = __atomic_exchange_n(&c->returned, NULL,
+					      __ATOMIC_ACQUIRE);
 	if (!c->free) {
 		chunk = calloc(1, sizeof(*chunk));
 		if (!chunk)
@@ -210,12 +214,20 @@ static struct umn_entry *entry_alloc(struct umn_cache *c)
 	return e;
 }
 
-/* c->lock held; e is retired and unused. */
+/*
+ * e is retired and unused.  Back without c->lock, a round trip a dropped
+ * entry no longer pays: onto c->returned, a stack that only this pushes
+ * and only entry_alloc() takes, whole, so that no pop can meet a
+ * recycled top (ABA).
+ */
 static void entry_free(struct umn_cache *c, struct umn_entry *e)
 {
 	stat_add(c, hits, __atomic_exchange_n(&e->hits, 0, __ATOMIC_RELAXED));
-	e->link = c->free;
-	c->free = e;
+	e->link = READ_ONCE(c->returned);
+	while (!__atomic_compare_exchange_n(&c->returned, &e->link, e, true,
+					    __ATOMIC_RELEASE,
+					    __ATOMIC_RELAXED))
+		;
 }
 
 /* Undo entry_register(); only forget a registration of a parent process. */
@@ -238,9 +250,7 @@ static void entry_unregister(struct umn_cache *c, struct umn_entry *e)
 static void entry_destroy(struct umn_cache *c, struct umn_entry *e)
 {
 	entry_unregister(c, e);
-	pthread_mutex_lock(&c->lock);
 	entry_free(c, e);
-	pthread_mutex_unlock(&c->lock);
 }
 
 static void destroy_all(struct umn_cache *c, struct umn_entry *victims)
