@@ -54,7 +54,7 @@ struct backend {
 
 extern const struct backend none_backend, native_backend, legacy_backend,
 	uffd_backend, interpose_backend, cache_backend, cache_all_backend,
-	native_v_backend, kdreg2_backend;
+	native_v_backend, native_all_backend, kdreg2_backend;
 /* kdreg2's module is in this kernel (make bench KDREG2=DIR). */
 bool kdreg2_loaded(void);
 
@@ -114,11 +114,13 @@ static const struct backend *const all[] = {
 /*
  * The loops also with libummunotify's cache (cache.c), in each mode: a
  * lookup that registers (nothing: the registration itself is the same for
- * all), and learns of the munmap at the next lookup.
+ * all), and learns of the munmap at the next lookup; and with native-all,
+ * the whole-space mode's kernel work without a cache.
  */
 static const struct backend *const loopers[] = {
 	&none_backend, &native_backend, &legacy_backend, &uffd_backend,
-	&interpose_backend, &cache_backend, &cache_all_backend,
+	&interpose_backend, &native_all_backend, &cache_backend,
+	&cache_all_backend,
 };
 static const struct backend *const ummunotify[] = {
 	&native_backend, &legacy_backend,

@@ -433,6 +433,7 @@ void measure_loop(void)
 		goal(label, what, fmax(native.med - 1, 0) / (uffd.med - 1),
 		     "x", 0.1, true);
 	}
+	note("native-all: one UMMUNOTIFY_WATCH_ALL watch, the ring drained after each munmap;");
 	note("cache: umn_cache_get() + put per iteration, a watch per entry;");
 	note("cache-all: the same on one UMMUNOTIFY_WATCH_ALL watch (no system call of its own).");
 }

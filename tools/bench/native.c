@@ -4,7 +4,9 @@
  * load, and the event ring, consumed in shared memory.  native-v is the
  * same with UMMUNOTIFY_WATCHV: an unwatch waits for the next watch and
  * goes with it, one system call for both, as a cache evicting for a miss
- * would do it.
+ * would do it.  native-all is one whole-address-space watch and a drain of
+ * the ring after each munmap(): what a cache in that mode cannot do with
+ * less, in the loops of 3.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -210,6 +212,39 @@ const struct backend native_v_backend = {
 	.close = native_v_close,
 	.watch = native_v_watch,
 	.unwatch = native_v_unwatch,
+	.valid = native_valid,
+	.check = native_check,
+	.drain = native_drain,
+	.hammer = native_hammer,
+};
+
+/* native-all: "watch" and "unwatch" are the work a whole-space cache adds. */
+static int native_all_open(unsigned int max_entries)
+{
+	static struct region everything;
+	int ret = native_open(max_entries);
+
+	return ret ? ret : native_watch(&everything);
+}
+
+static int native_all_watch(struct region *e)
+{
+	(void)e;
+	return 0;
+}
+
+static void native_all_unwatch(struct region *e)
+{
+	(void)e;
+	native_drain(NULL);
+}
+
+const struct backend native_all_backend = {
+	.name = "native-all",
+	.open = native_all_open,
+	.close = native_close,
+	.watch = native_all_watch,
+	.unwatch = native_all_unwatch,
 	.valid = native_valid,
 	.check = native_check,
 	.drain = native_drain,
