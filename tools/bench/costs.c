@@ -393,7 +393,7 @@ void measure_loop(void)
 		{ 1 << 20, 40, "1 MiB" },
 	};
 	struct summary ratio[ARRAY_SIZE(loopers)], native = { 0 }, uffd = { 0 };
-	struct summary cache_all = { 0 };
+	struct summary cache_all = { 0 }, floor_all = { 0 };
 	char what[64], label[64];
 	size_t i, k;
 
@@ -414,6 +414,9 @@ void measure_loop(void)
 				uffd = ratio[k];
 			if (loopers[k] == &cache_all_backend)
 				cache_all = ratio[k];
+			if (loopers[k] == &native_all_backend &&
+			    sizes[i].len == 4096)
+				floor_all = ratio[k];
 		}
 		/* The whole-space cache: no system call of its own. */
 		if (sizes[i].len == 4096)
@@ -433,7 +436,8 @@ void measure_loop(void)
 		goal(label, what, fmax(native.med - 1, 0) / (uffd.med - 1),
 		     "x", 0.1, true);
 	}
-	note("native-all: one UMMUNOTIFY_WATCH_ALL watch, the ring drained after each munmap;");
+	note("native-all: one UMMUNOTIFY_WATCH_ALL watch, the ring drained after each munmap:");
+	note("  cache-all's floor, no cache (4 KiB: %.3g x);", floor_all.med);
 	note("cache: umn_cache_get() + put per iteration, a watch per entry;");
 	note("cache-all: the same on one UMMUNOTIFY_WATCH_ALL watch (no system call of its own).");
 }
