@@ -24,7 +24,9 @@
  * state = users | ENTRY_RETIRED.  An entry is in the tree exactly when
  * it is not retired.  Whoever retires an entry with no users, or drops
  * the last user of a retired one, destroys it: dereg(), unwatch, back to
- * the free list.  No entry in use is ever deregistered.
+ * the free entries.  No entry in use is ever deregistered.  Hits counted
+ * without the lock stay in the entry, across its lives, so that the
+ * stats, which add them up, only ever grow.
  *
  * In front of the tree, a direct-mapped table by start address (the start
  * of a request, rounded down to attr.align) serves the common lookup, of
@@ -100,7 +102,7 @@ struct umn_entry {
 	struct umn_cache_entry pub;	/* what the caller sees */
 	struct umn_watch watch;
 	uint64_t state;			/* users | ENTRY_RETIRED */
-	uint64_t hits;			/* lockless hits, folded into stats */
+	uint64_t hits;			/* lockless hits in all its lives */
 	unsigned int epoch;		/* c->epoch when registered */
 	bool referenced;		/* hit since the clock hand passed */
 	bool pending;			/* on c->pending */
@@ -222,7 +224,6 @@ static struct umn_entry *entry_alloc(struct umn_cache *c)
  */
 static void entry_free(struct umn_cache *c, struct umn_entry *e)
 {
-	stat_add(c, hits, __atomic_exchange_n(&e->hits, 0, __ATOMIC_RELAXED));
 	e->link = READ_ONCE(c->returned);
 	while (!__atomic_compare_exchange_n(&c->returned, &e->link, e, true,
 					    __ATOMIC_RELEASE,

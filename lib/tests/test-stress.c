@@ -13,10 +13,12 @@
  * the ring overflows thousands of times a run, and a registration that
  * keeps meeting overflows for a second fails (0 to 5 gets in 600k seen).
  * More than a small fraction of such gets, or a get that keeps failing,
- * is a livelock.
+ * is a livelock.  Last, the stats are read while entries with hits are
+ * dropped: no counter since the cache's creation may go back.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 
@@ -225,12 +227,101 @@ static void run(uint64_t seed, uint32_t flags)
 	double_free(dbl);
 }
 
+/* Enough entries that reading the stats walks many chunks. */
+#define STATS_PAGES	2048
+
+static int count_reg(void *arg, void *addr, size_t len, void **handle)
+{
+	(void)arg;
+	(void)len;
+	__atomic_fetch_add(&regs, 1, __ATOMIC_RELAXED);
+	*handle = addr;
+	return 0;
+}
+
+static void count_dereg(void *arg, void *addr, size_t len, void *handle)
+{
+	(void)arg;
+	(void)addr;
+	(void)len;
+	(void)handle;
+	__atomic_fetch_add(&deregs, 1, __ATOMIC_RELAXED);
+}
+
+static void *getter_of_all(void *arg)
+{
+	struct umn_cache_entry *e;
+	unsigned int i;
+
+	(void)arg;
+	/* Each page four times: a miss, then hits for the flusher to drop. */
+	for (i = 0; !__atomic_load_n(&stop, __ATOMIC_RELAXED); i++) {
+		CHECK_EQ(umn_cache_get(cache,
+				       (void *)(BASE + i / 4 % STATS_PAGES * PAGE),
+				       PAGE, &e), 0);
+		umn_cache_put(cache, e);
+	}
+	return NULL;
+}
+
+static void *flusher(void *arg)
+{
+	(void)arg;
+	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED))
+		umn_cache_flush(cache);
+	return NULL;
+}
+
+/*
+ * The counters up to overflows count since the cache's creation: read
+ * while entries with hits are dropped (the flusher), none goes back.
+ */
+static void stats_only_grow(void)
+{
+	enum { COUNTERS = offsetof(struct umn_cache_stats, entries) /
+			  sizeof(uint64_t) };
+	struct umn_cache_attr attr = { .reg = count_reg, .dereg = count_dereg };
+	struct umn_attr uattr = { .flags = UMN_OPEN_WATCH_ALL };
+	uint64_t last[COUNTERS] = { 0 }, reads;
+	struct umn_cache_stats s;
+	const uint64_t *now = (const uint64_t *)&s;
+	time_t end = time(NULL) + 2;
+	pthread_t other[2];
+	struct umn *u;
+	int i;
+
+	regs = deregs = 0;
+	stop = false;
+	CHECK_EQ(double_open(&u, &uattr, &dbl), 0);
+	CHECK_EQ(umn_cache_create(u, &attr, &cache), 0);
+	pthread_create(&other[0], NULL, getter_of_all, NULL);
+	pthread_create(&other[1], NULL, flusher, NULL);
+	for (reads = 0; reads < 200000 && time(NULL) < end; reads++) {
+		umn_cache_stats(cache, &s);
+		for (i = 0; i < COUNTERS; i++) {
+			CHECK(now[i] >= last[i]);
+			last[i] = now[i];
+		}
+	}
+	__atomic_store_n(&stop, true, __ATOMIC_RELAXED);
+	pthread_join(other[0], NULL);
+	pthread_join(other[1], NULL);
+	CHECK(last[0] > 0);
+	printf("test-stress: stats read %" PRIu64 " times, none went back\n",
+	       reads);
+	CHECK_EQ(umn_cache_destroy(cache), 0);
+	CHECK_EQ(regs, deregs);
+	CHECK_EQ(umn_close(u), 0);
+	double_free(dbl);
+}
+
 int main(void)
 {
 	uint64_t seed = seed_rng("test-stress");
 
 	run(seed, 0);
 	run(seed, UMN_OPEN_WATCH_ALL);
+	stats_only_grow();
 	printf("test-stress: ok\n");
 	return 0;
 }
