@@ -437,7 +437,8 @@ void measure_loop(void)
 		     "x", 0.1, true);
 	}
 	note("native-all: one UMMUNOTIFY_WATCH_ALL watch, the ring drained after each munmap:");
-	note("  cache-all's floor, no cache (4 KiB: %.3g x);", floor_all.med);
+	note("  the floor under cache-all's goal (4 KiB: %.3g x [%.3g - %.3g]);",
+	     floor_all.med, floor_all.lo, floor_all.hi);
 	note("cache: umn_cache_get() + put per iteration, a watch per entry;");
 	note("cache-all: the same on one UMMUNOTIFY_WATCH_ALL watch (no system call of its own).");
 }
