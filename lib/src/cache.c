@@ -217,10 +217,9 @@ static struct umn_entry *entry_alloc(struct umn_cache *c)
 }
 
 /*
- * e is retired and unused.  Back without c->lock, a round trip a dropped
- * entry no longer pays: onto c->returned, a stack that only this pushes
- * and only entry_alloc() takes, whole, so that no pop can meet a
- * recycled top (ABA).
+ * e is retired and unused.  It goes back without c->lock, onto
+ * c->returned: a stack that only this pushes and only entry_alloc()
+ * takes, whole, so that no pop can meet a recycled top (ABA).
  */
 static void entry_free(struct umn_cache *c, struct umn_entry *e)
 {

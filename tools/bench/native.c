@@ -218,7 +218,7 @@ const struct backend native_v_backend = {
 	.hammer = native_hammer,
 };
 
-/* native-all: "watch" and "unwatch" are the work a whole-space cache adds. */
+/* native-all: no watch per entry; the "unwatch" after munmap() drains. */
 static int native_all_open(unsigned int max_entries)
 {
 	static struct region everything;
