@@ -24,7 +24,7 @@ extern "C" {
  * what 1.1 adds.  The Makefile takes the library's version from here.
  */
 #define LIBUMMUNOTIFY_VERSION_MAJOR	1
-#define LIBUMMUNOTIFY_VERSION_MINOR	1
+#define LIBUMMUNOTIFY_VERSION_MINOR	2
 #define LIBUMMUNOTIFY_VERSION_PATCH	0
 #define LIBUMMUNOTIFY_VERSION_CODE(major, minor, patch) \
 	(((major) << 16) | ((minor) << 8) | (patch))
@@ -122,6 +122,14 @@ int umn_read_events(struct umn *u, struct umn_event *events, size_t n);
  * umn_drain() has reported every change the kernel published.
  */
 const struct umn_watch *umn_watch_all(struct umn *u);
+
+/*
+ * Wait until every invalidation the kernel has started in this address
+ * space, and published to a umn_watch_all() watch, has changed the page
+ * tables: after it, pinning pages pins the new ones.  Returns at once for
+ * a handle without that watch.  Added in 1.2.
+ */
+void umn_wait_invalidations(struct umn *u);
 
 /*
  * Private to the inline functions below: the first member of struct umn.

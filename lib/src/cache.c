@@ -633,7 +633,7 @@ static int entry_register(struct umn_cache *c, struct umn_entry *e,
 	if (ret)
 		return ret;
 	if (c->all)
-		umn__wait_invalidations(c->u);	/* after e->since: see the top */
+		umn_wait_invalidations(c->u);	/* after e->since: see the top */
 	ret = c->attr.reg(c->attr.arg, addr, len, &handle);
 	if (!ret) {
 		stat_add(c, registrations, 1);

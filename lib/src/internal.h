@@ -221,7 +221,6 @@ void umn__all_reported(struct umn *u, uint64_t generation);
  * Whole-space watch: wait until no invalidation the kernel published is
  * still changing page tables (at once if it does not say).
  */
-void umn__wait_invalidations(struct umn *u);
 int umn__add_map(struct umn *u, void *addr, size_t len, int prot,
 		 bool words);
 void umn__unmap_all(struct umn *u);

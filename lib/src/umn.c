@@ -226,7 +226,7 @@ static int umn_setup(struct umn *u)
 	return u->ops->watch(u, 0, 0, UMN_CAUSES_DEFAULT, &u->all);
 }
 
-void umn__wait_invalidations(struct umn *u)
+void umn_wait_invalidations(struct umn *u)
 {
 	/* A forked child reads zeroes there until it reopens. */
 	const uint64_t *in_flight = READ_ONCE(u->in_flight);
