@@ -1,12 +1,14 @@
 # SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 #
 # Which optional libraries to build.  VERBS= (libummunotify-verbs, on
-# libibverbs) and OFI= (libummunotify-ofi, on libfabric): yes always (the
+# libibverbs), OFI= (libummunotify-ofi, on libfabric) and UCX=
+# (libummunotify-ucx, for UCX's headers): yes always (the
 # missing library is then an error), no never, auto (the default) where its
 # header is.  Included by the library Makefiles and by the top Makefile,
 # whose demo uses libummunotify-verbs when it is built.
 VERBS		?= auto
 OFI		?= auto
+UCX		?= auto
 
 # $(call have,SWITCH,HEADER) is y when the library SWITCH names is built.
 have = $(strip \

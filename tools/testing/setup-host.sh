@@ -40,7 +40,7 @@ apt-get install -y -qq --no-install-recommends \
 	linux-headers-amd64 linux-source-6.1 \
 	sparse coccinelle pkg-config gcc-multilib \
 	rdma-core ibverbs-utils libibverbs-dev ibverbs-providers iproute2 \
-	libfabric-dev libfabric-bin openmpi-bin libopenmpi-dev \
+	libfabric-dev libfabric-bin openmpi-bin libopenmpi-dev libucx-dev \
 	gnuplot-nox python3 \
 	dpkg-dev debhelper dh-dkms dkms fakeroot lintian devscripts blhc rpm \
 	>/dev/null
