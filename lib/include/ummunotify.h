@@ -126,10 +126,11 @@ const struct umn_watch *umn_watch_all(struct umn *u);
 /*
  * Wait until every invalidation the kernel has started in this address
  * space, and published to a umn_watch_all() watch, has changed the page
- * tables: after it, pinning pages pins the new ones.  Returns at once for
- * a handle without that watch.  Added in 1.2.
+ * tables: after it, pinning pages pins the new ones.  0 at once for a
+ * handle without that watch; -EOPNOTSUPP where the kernel does not count
+ * them (the 2010 ABI, a module older than the count).  Added in 1.2.
  */
-void umn_wait_invalidations(struct umn *u);
+int umn_wait_invalidations(struct umn *u);
 
 /*
  * Private to the inline functions below: the first member of struct umn.

@@ -226,13 +226,16 @@ static int umn_setup(struct umn *u)
 	return u->ops->watch(u, 0, 0, UMN_CAUSES_DEFAULT, &u->all);
 }
 
-void umn_wait_invalidations(struct umn *u)
+int umn_wait_invalidations(struct umn *u)
 {
 	/* A forked child reads zeroes there until it reopens. */
 	const uint64_t *in_flight = READ_ONCE(u->in_flight);
 
-	while (in_flight && load_acquire(*in_flight))
+	if (!in_flight)
+		return u->has_all ? -EOPNOTSUPP : 0;
+	while (load_acquire(*in_flight))
 		sched_yield();
+	return 0;
 }
 
 int umn__lock(struct umn *u)

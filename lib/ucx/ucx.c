@@ -3,8 +3,8 @@
  * libummunotify-ucx: UCX's registration caches (ucs_rcache: UCP's and each
  * UCT memory domain's) told of every change to the memory they registered
  * by /dev/ummunotify, with UCM's libc patches off.  Preloaded, it defines
- * three of UCX's own functions, which libucp and libuct call through their
- * PLT, and hands each call on to UCX's:
+ * three of UCX's own functions, which libucp and libuct (and Open MPI,
+ * for the last) call through their PLT, and hands each call on to UCX's:
  *
  *   ucs_rcache_create()	 the first one, before UCX subscribes to
  *				 VM_UNMAPPED, opens a whole-address-space
@@ -15,7 +15,8 @@
  *				 the watch (umn_valid(): two loads) and, when
  *				 the kernel published a change, each changed
  *				 range passed to UCX with ucm_vm_munmap(), as
- *				 UCM's hooks would have;
+ *				 UCM's hooks would have, once the change has
+ *				 reached the page tables;
  *   ucm_test_external_events()	 Open MPI's check that the feed works.
  *
  * Why a lookup never hands back a registration whose memory changed
@@ -23,15 +24,16 @@
  * watch's word) before the changing call returns.  A lookup that begins
  * after that sees the word moved, unless umn_drain() already passed the
  * change on: the watch's generation moves on only after feed() returned
- * for it, and only once no invalidation the kernel started is still
- * changing page tables (feed() waits for that, umn_wait_invalidations()),
- * so that UCX never registers the old pages of a change it was told of.
- * ucm_vm_munmap() reaches the caches synchronously in every UCX release:
- * they drop the overlapping regions at once or queue them, and
- * ucs_rcache_get() takes its fast path only with nothing queued.  So by
- * the time the handed-on lookup runs, every change published before it
- * began is in the cache.  A change published while it runs is seen by the
- * next lookup.
+ * for it.  feed() first waits until no invalidation the kernel started
+ * is still changing page tables (umn_wait_invalidations()), then passes
+ * the range on: a region UCX inserted before that (1.13 inserts it, then
+ * registers, under its page-table lock) is dropped, at once or from
+ * UCX's queue, and one inserted after pins the new pages.
+ * ucm_vm_munmap() reaches the caches synchronously: they drop the
+ * overlapping regions at once or queue them, and ucs_rcache_get() takes
+ * its fast path only with nothing queued.  So by the time the handed-on
+ * lookup runs, every change published before it began is in the cache.
+ * A change published while it runs is seen by the next lookup.
  *
  * This holds only where every lookup goes through ucs_rcache_get(): so in
  * UCX 1.13 (read in its source).  From 1.15 on, UCP's lookup is an inline
@@ -40,6 +42,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -69,12 +72,17 @@ static const unsigned int supported[][2] = { { 1, 13 } };
 typedef ucs_status_t rcache_get_fn(void *rcache, void *address, size_t length,
 				   uintptr_t a3, uintptr_t a4, uintptr_t a5,
 				   uintptr_t a6);
+typedef ucs_status_t rcache_get6_fn(void *rcache, void *address,
+				    size_t length, uintptr_t a3, uintptr_t a4,
+				    uintptr_t a5);
 typedef ucs_status_t rcache_create_fn(const void *params, const char *name,
 				      void *stats_parent, void **rcache_p);
 typedef ucs_status_t test_events_fn(int events);
 typedef void vm_munmap_fn(void *addr, size_t length);
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+static bool ready;			/* init() has run: acquire */
+static bool seven_args;			/* ucs_rcache_get() has 7 (1.15 on) */
 static rcache_get_fn *ucx_get;
 static rcache_create_fn *ucx_create;
 static test_events_fn *ucx_test_external;
@@ -93,31 +101,50 @@ static pthread_mutex_t probe_lock = PTHREAD_MUTEX_INITIALIZER;
 static uintptr_t probe;
 static bool probe_seen;
 
-/* UCX's own level: its "info" and above speak, as UCX's own messages do. */
+/* UCX's own level: at "info" and more verbose ones, this speaks too. */
 static bool info_wanted(void)
 {
+	static const char *const quiet[] = { "fatal", "error", "warn", "diag" };
 	const char *level = getenv("UCX_LOG_LEVEL");
+	size_t i;
 
-	return level && (!strcasecmp(level, "info") ||
-			 !strncasecmp(level, "debug", 5) ||
-			 !strncasecmp(level, "trace", 5));
+	if (!level)
+		return false;
+	for (i = 0; i < sizeof(quiet) / sizeof(quiet[0]); i++)
+		if (!strcasecmp(level, quiet[i]))
+			return false;
+	return true;
 }
 
 /*
- * The definition in library LIB, loaded already: the lookup starts there,
- * past this library, and finds UCX's own even where UCX was dlopen()ed
- * RTLD_LOCAL (Open MPI's components), where RTLD_NEXT does not see it.
+ * UCX's own NAME: the next definition after this library's, else the one
+ * in library LIB, loaded already, where UCX was dlopen()ed RTLD_LOCAL
+ * (Open MPI's components) and RTLD_NEXT does not see it.
  */
 static void *ucx_symbol(const char *lib, const char *name)
 {
-	void *handle = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD);
-	void *sym;
+	void *sym = dlsym(RTLD_NEXT, name);
+	void *handle;
 
+	if (sym)
+		return sym;
+	handle = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD);
 	if (!handle)
 		return NULL;
 	sym = dlsym(handle, name);
 	dlclose(handle);
 	return sym;
+}
+
+/* A wrapper called by a UCX whose own function cannot be found. */
+static void *target(void *fn, const char *name)
+{
+	if (!fn) {
+		fprintf(stderr, "ummunotify-ucx[%d]: UCX called %s(), but its own cannot be found\n",
+			(int)getpid(), name);
+		abort();
+	}
+	return fn;
 }
 
 static bool version_supported(const uint32_t v[3])
@@ -136,7 +163,15 @@ static void publish(uint32_t state)
 	__atomic_store_n(&status.state, state, __ATOMIC_RELEASE);
 }
 
+static void init_ucx(void);
+
 static void init(void)
+{
+	init_ucx();
+	__atomic_store_n(&ready, true, __ATOMIC_RELEASE);
+}
+
+static void init_ucx(void)
 {
 	struct umn_attr attr = { .flags = UMN_OPEN_WATCH_ALL };
 	void (*get_version)(unsigned int *, unsigned int *, unsigned int *);
@@ -153,28 +188,34 @@ static void init(void)
 	set_external = ucx_symbol("libucm.so.0", "ucm_set_external_event");
 	opts = ucx_symbol("libucm.so.0", "ucm_global_opts");
 	get_version = ucx_symbol("libucp.so.0", "ucp_get_version");
-	if (!ucx_get || !ucx_create || !ucx_test_external) {
-		/* Called by UCX, yet UCX is not there: nothing to hand on to. */
-		fprintf(stderr, "ummunotify-ucx[%d]: UCX's libucs.so.0 or libucm.so.0 is not loaded\n",
-			(int)getpid());
-		abort();
-	}
 	if (get_version)
 		get_version(&v[0], &v[1], &v[2]);
 	memcpy(status.ucx_version, v, sizeof(v));
+	/* An unknown release passes seven: see ucs_rcache_get(). */
+	seven_args = !get_version || v[0] > 1 || v[1] >= 15;
 
 	if (!get_version || !ucx_vm_munmap || !set_external || !opts ||
-	    !version_supported(status.ucx_version)) {
+	    !ucx_test_external || !version_supported(status.ucx_version)) {
+		const char *hook_mode = getenv("UCX_MEM_MMAP_HOOK_MODE");
+		const char *what = hook_mode && !strcasecmp(hook_mode, "none") ?
+			"UCX runs without memory hooks, so without registration caches" :
+			"UCX keeps its own memory hooks";
+
 		publish(UMN_UCX_UNSUPPORTED);
 		if (get_version)
-			fprintf(stderr, "ummunotify-ucx[%d]: UCX %u.%u.%u is not a release this library supports (1.13): UCX keeps its own memory hooks\n",
-				(int)getpid(), v[0], v[1], v[2]);
+			fprintf(stderr, "ummunotify-ucx[%d]: UCX %u.%u.%u is not a release this library supports (1.13): %s\n",
+				(int)getpid(), v[0], v[1], v[2], what);
 		else
-			fprintf(stderr, "ummunotify-ucx[%d]: UCX's release is unknown (libucp.so.0 is not loaded): UCX keeps its own memory hooks\n",
-				(int)getpid());
+			fprintf(stderr, "ummunotify-ucx[%d]: UCX's release is unknown (libucp.so.0 is not loaded): %s\n",
+				(int)getpid(), what);
 		return;
 	}
 	ret = umn_open(&u, &attr);
+	/* Without the kernel's in-flight count the argument at the top fails. */
+	if (!ret && umn_wait_invalidations(u)) {
+		umn_close(u);
+		ret = -EOPNOTSUPP;
+	}
 	if (ret) {
 		/*
 		 * UCX_MEM_MMAP_HOOK_MODE=none kept UCM from patching libc at
@@ -185,7 +226,8 @@ static void init(void)
 			opts->mmap_hook_mode = UCM_MMAP_HOOK_BISTRO;
 		status.error = -ret;
 		publish(UMN_UCX_NO_DEVICE);
-		if (info_wanted())
+		/* No module is a node's choice; anything else, a problem. */
+		if (info_wanted() || ret != -ENODEV)
 			fprintf(stderr, "ummunotify-ucx[%d]: /dev/ummunotify: %s: UCX uses its own memory hooks\n",
 				(int)getpid(), strerror(-ret));
 		return;
@@ -222,37 +264,54 @@ static void feed(void *arg, const struct umn_event *event)
 		/* The address space is gone: nothing will look it up. */
 		return;
 	}
+	/* The change reaches the page tables before UCX hears: see the top. */
+	umn_wait_invalidations(arg);
 	ucx_vm_munmap((void *)start, end - start);
 	count(&status.ranges);
 	if (page && start <= page && page < end)
 		__atomic_store_n(&probe_seen, true, __ATOMIC_RELAXED);
-	/* Before the watch's generation moves on: see the top. */
-	umn_wait_invalidations(arg);
 }
+
+/*
+ * Set while this thread feeds UCX: a UCM handler that looked a cache up
+ * would otherwise drain again inside the drain (the handle's lock is
+ * recursive), under the outer drain's view of the ring.
+ */
+static __thread bool feeding;
 
 static void catch_up_slow(struct umn *u)
 {
 	static const struct umn_event lost = { .cause = UMN_CAUSE_OVERFLOW };
 
 	count(&status.catch_ups);
+	feeding = true;
 	/* A forked child that cannot reopen the device knows nothing. */
 	if (umn_drain(u, feed, u) < 0)
 		feed(u, &lost);
+	feeding = false;
 }
 
 static inline void catch_up(void)
 {
 	struct umn *u = __atomic_load_n(&umn, __ATOMIC_ACQUIRE);
 
-	if (u && !umn_valid(u, all))
+	if (u && !feeding && !umn_valid(u, all))
 		catch_up_slow(u);
+}
+
+static inline void init_once(void)
+{
+	if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE))
+		pthread_once(&once, init);
 }
 
 /*
  * UCX 1.13 passes six arguments, 1.15 and later seven (an alignment came
- * before prot): seven pointer-sized ones are taken and all handed on,
- * which the x86-64 and AArch64 calling conventions allow, so that a UCX
- * this library refuses still runs through it unchanged.
+ * before prot).  Seven pointer-sized ones are taken, which the x86-64 and
+ * AArch64 calling conventions allow for a six-argument caller (the
+ * seventh is then a word of the caller's frame, read and not used), and
+ * as many handed on as the release takes, so that a release this library
+ * refuses still runs through it unchanged.
  */
 ucs_status_t ucs_rcache_get(void *rcache, void *address, size_t length,
 			    uintptr_t a3, uintptr_t a4, uintptr_t a5,
@@ -261,9 +320,13 @@ ucs_status_t ucs_rcache_get(void *rcache, void *address, size_t length,
 			    uintptr_t a3, uintptr_t a4, uintptr_t a5,
 			    uintptr_t a6)
 {
-	pthread_once(&once, init);
+	init_once();
 	catch_up();
-	return ucx_get(rcache, address, length, a3, a4, a5, a6);
+	if (seven_args)
+		return ((rcache_get_fn *)target(ucx_get, __func__))
+			(rcache, address, length, a3, a4, a5, a6);
+	return ((rcache_get6_fn *)target(ucx_get, __func__))
+		(rcache, address, length, a3, a4, a5);
 }
 
 ucs_status_t ucs_rcache_create(const void *params, const char *name,
@@ -271,8 +334,9 @@ ucs_status_t ucs_rcache_create(const void *params, const char *name,
 ucs_status_t ucs_rcache_create(const void *params, const char *name,
 			       void *stats_parent, void **rcache_p)
 {
-	pthread_once(&once, init);
-	return ucx_create(params, name, stats_parent, rcache_p);
+	init_once();
+	return ((rcache_create_fn *)target(ucx_create, __func__))
+		(params, name, stats_parent, rcache_p);
 }
 
 /*
@@ -306,7 +370,7 @@ ucs_status_t ucm_test_external_events(int events)
 {
 	struct umn *u;
 
-	pthread_once(&once, init);
+	init_once();
 	u = __atomic_load_n(&umn, __ATOMIC_ACQUIRE);
 	if (u && (events & UCM_EVENT_VM_UNMAPPED)) {
 		if (!feed_fires(u))
@@ -315,7 +379,7 @@ ucs_status_t ucm_test_external_events(int events)
 		if (!events)
 			return UCS_OK;
 	}
-	return ucx_test_external(events);
+	return ((test_events_fn *)target(ucx_test_external, __func__))(events);
 }
 
 void umn_ucx_status(struct umn_ucx_status *out, size_t size)

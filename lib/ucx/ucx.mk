@@ -64,7 +64,8 @@ check-ucx: $(UCX_LIBS)
 # count the registrations UCX makes.
 guest-tests: $(O)/tests/ucp-remap
 
-$(O)/tests/ucp-remap: tests/ucx/ucp-remap.c $(UCX_HDR) $(UCX_LIBS)
+$(O)/tests/ucp-remap: tests/ucx/ucp-remap.c tests/ucx/remap.h \
+		      tests/ucx/patched.h $(UCX_HDR) $(UCX_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(UCX_CFLAGS) $(LDFLAGS) -rdynamic -o $@ \
 		$< -lucp -lucs -ldl $(LDLIBS)

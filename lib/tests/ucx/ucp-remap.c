@@ -34,8 +34,7 @@
 
 #include <ucp/api/ucp.h>
 
-#include "ummunotify-ucx.h"
-#include "patched.h"
+#include "remap.h"
 
 #define TAG_MASK	UINT64_MAX
 
@@ -43,44 +42,6 @@ static void die(const char *what, ucs_status_t status)
 {
 	fprintf(stderr, "ucp-remap: %s: %s\n", what, ucs_status_string(status));
 	exit(2);
-}
-
-/*
- * UCX registers through libibverbs' ibv_reg_mr_iova2(): this program's
- * definition (exported, -rdynamic) comes first and counts them.  UCX's
- * verbs transport loads libibverbs with its module, outside the global
- * scope that RTLD_NEXT searches.
- */
-static unsigned long registrations;
-
-struct ibv_mr;
-struct ibv_pd;
-struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
-				uint64_t iova, unsigned int access);
-struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
-				uint64_t iova, unsigned int access)
-{
-	static struct ibv_mr *(*real)(struct ibv_pd *, void *, size_t,
-				      uint64_t, unsigned int);
-
-	if (!real) {
-		void *verbs = dlopen("libibverbs.so.1", RTLD_LAZY | RTLD_NOLOAD);
-
-		real = (struct ibv_mr *(*)(struct ibv_pd *, void *, size_t,
-					   uint64_t, unsigned int))
-			(verbs ? dlsym(verbs, "ibv_reg_mr_iova2") : NULL);
-		if (!real) {
-			fprintf(stderr, "ucp-remap: no ibv_reg_mr_iova2() in libibverbs.so.1\n");
-			exit(2);
-		}
-	}
-	__atomic_fetch_add(&registrations, 1, __ATOMIC_RELAXED);
-	return real(pd, addr, length, iova, access);
-}
-
-static uint8_t expected(size_t i, int round)
-{
-	return (uint8_t)(round * 131 + i / 4096 + i);
 }
 
 struct side {
@@ -146,51 +107,6 @@ static void wait_for(void *req, struct side *a, struct side *b,
 		die(what, status);
 }
 
-/* Replace the pages of [map, map + span) by method round % 4. */
-static void replace(uint8_t *map, size_t span, int round)
-{
-	const int prot = PROT_READ | PROT_WRITE;
-	const int anon = MAP_PRIVATE | MAP_ANONYMOUS;
-	long ret = 0;
-	void *tmp;
-
-	switch (round % 4) {
-	case 0:		/* munmap + mmap(MAP_FIXED) */
-		ret = syscall(SYS_munmap, map, span);
-		if (!ret && (void *)syscall(SYS_mmap, map, span, prot,
-					    anon | MAP_FIXED, -1, 0) != map)
-			ret = -1;
-		break;
-	case 1:		/* mmap(MAP_FIXED) over it */
-		if ((void *)syscall(SYS_mmap, map, span, prot,
-				    anon | MAP_FIXED, -1, 0) != map)
-			ret = -1;
-		break;
-	case 2:		/* madvise(MADV_DONTNEED): zero pages on next touch */
-		ret = syscall(SYS_madvise, map, span, MADV_DONTNEED);
-		break;
-	case 3:		/* mremap of new pages onto it */
-		tmp = (void *)syscall(SYS_mmap, NULL, span, prot, anon, -1, 0);
-		if (tmp == MAP_FAILED) {
-			ret = -1;
-			break;
-		}
-		memset(tmp, 0, span);
-		if ((void *)syscall(SYS_mremap, tmp, span, span,
-				    MREMAP_MAYMOVE | MREMAP_FIXED, map) != map)
-			ret = -1;
-		break;
-	}
-	if (ret) {
-		perror("ucp-remap: replacing the buffer");
-		exit(2);
-	}
-}
-
-static const char *const methods[] = {
-	"munmap + mmap", "mmap over", "madvise(MADV_DONTNEED)", "mremap onto"
-};
-
 /*
  * ROUNDS sends of [buf, buf + len); returns the wrong ones and, in
  * *regs, the registrations UCX made meanwhile: with the buffer reused,
@@ -201,7 +117,7 @@ static int run(struct side *tx, struct side *rx, ucp_ep_h ep, uint8_t *map,
 	       int first, int rounds, int replacing, unsigned long *regs)
 {
 	ucp_request_param_t param = { .op_attr_mask = 0 };
-	unsigned long before = registrations;
+	unsigned long before = remap_registrations;
 	int r, bad = 0;
 	size_t i;
 
@@ -210,11 +126,11 @@ static int run(struct side *tx, struct side *rx, ucp_ep_h ep, uint8_t *map,
 		size_t wrong = 0;
 
 		if (replacing)
-			replace(map, span, r);
+			remap_replace(map, span, r);
 		else if (r == first + 1)
-			before = registrations;
+			before = remap_registrations;
 		for (i = 0; i < len; i++)
-			buf[i] = expected(i, r);
+			buf[i] = remap_expected(i, r);
 		memset(rbuf, 0, len);
 		rreq = ucp_tag_recv_nbx(rx->worker, rbuf, len, (ucp_tag_t)r,
 					TAG_MASK, &param);
@@ -222,55 +138,17 @@ static int run(struct side *tx, struct side *rx, ucp_ep_h ep, uint8_t *map,
 		wait_for(sreq, tx, rx, "send");
 		wait_for(rreq, tx, rx, "receive");
 		for (i = 0; i < len; i++)
-			wrong += rbuf[i] != expected(i, r);
+			wrong += rbuf[i] != remap_expected(i, r);
 		if (wrong) {
 			if (bad < 4)
 				printf("ucp-remap: round %d%s%s: %zu bytes of an earlier round\n",
 				       r, replacing ? ", " : "",
-				       replacing ? methods[r % 4] : "", wrong);
+				       replacing ? remap_methods[r % 4] : "", wrong);
 			bad++;
 		}
 	}
-	*regs = registrations - before;
+	*regs = remap_registrations - before;
 	return bad;
-}
-
-static void say_path(void)
-{
-	void (*status_fn)(struct umn_ucx_status *, size_t) =
-		(void (*)(struct umn_ucx_status *, size_t))
-		dlsym(RTLD_DEFAULT, "umn_ucx_status");
-	static const char *const states[] = {
-		"not started", "ummunotify", "UCX's own (no /dev/ummunotify)",
-		"UCX's own (a UCX release it does not support)",
-	};
-	struct umn_ucx_status st;
-	const char *names[] = { "munmap", "mmap", "mremap", "madvise",
-				"malloc", "free" };
-	void *called[] = { (void *)munmap, (void *)mmap, (void *)mremap,
-			   (void *)madvise, (void *)malloc, (void *)free };
-	int i, patched = 0, unknown = 0, p;
-
-	if (!status_fn) {
-		printf("ucp-remap: memory events: UCX's own (libummunotify-ucx not loaded)\n");
-	} else {
-		status_fn(&st, sizeof(st));
-		printf("ucp-remap: memory events: %s (UCX %u.%u.%u, %llu ranges passed on, %llu overflows)\n",
-		       st.state < 4 ? states[st.state] : "?",
-		       st.ucx_version[0], st.ucx_version[1],
-		       st.ucx_version[2], (unsigned long long)st.ranges,
-		       (unsigned long long)st.overflows);
-	}
-	for (i = 0; i < 6; i++) {
-		p = libc_patched(names[i], called[i]);
-		if (p)
-			printf("ucp-remap: libc's %s: %s\n", names[i],
-			       p < 0 ? "cannot tell" : "patched");
-		patched += p == 1;
-		unknown += p < 0;
-	}
-	if (!patched && !unknown)
-		printf("ucp-remap: libc's munmap, mmap, mremap, madvise, malloc, free: not patched\n");
 }
 
 int main(int argc, char **argv)
@@ -313,7 +191,7 @@ int main(int argc, char **argv)
 			rounds, 0, &reg_reuse);
 	bad_replace = run(&tx, &rx, ep, map, span, map + off, rbuf, len,
 			  rounds, rounds, 1, &reg_replace);
-	say_path();
+	remap_say_path("ucp-remap");
 	printf("ucp-remap: %d rounds of %zu bytes: buffer reused: %d wrong, %lu registrations; replaced: %d wrong, %lu registrations\n",
 	       rounds, len, bad_reuse, reg_reuse, bad_replace, reg_replace);
 
