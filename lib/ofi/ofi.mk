@@ -158,9 +158,12 @@ MPICC		?= mpicc
 ifneq ($(shell command -v $(MPICC) 2>/dev/null),)
 guest-tests: $(O)/tests/mpi-remap
 
-$(O)/tests/mpi-remap: tests/ofi/mpi-remap.c
+# Exported (-rdynamic): remap.h's count of registrations comes first.
+$(O)/tests/mpi-remap: tests/ofi/mpi-remap.c tests/ucx/remap.h \
+		      tests/ucx/patched.h ucx/include/ummunotify-ucx.h
 	@mkdir -p $(dir $@)
-	$(MPICC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $<
+	$(MPICC) $(CPPFLAGS) $(CFLAGS) -Itests/ucx -Iucx/include $(LDFLAGS) \
+		-rdynamic -o $@ $< -ldl
 endif
 
 -include $(OFI_OBJS:.o=.d)

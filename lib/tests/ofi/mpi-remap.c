@@ -8,7 +8,13 @@
  * holds: a monitor that missed the unmap hands it the old pages.  The
  * receiver checks every byte.
  *
- * Usage: mpi-remap [BYTES [ROUNDS]]  (run by mpirun with two ranks)
+ * With "ucx" (Open MPI's pml ucx, MPICH's ch4:ucx), the sender's
+ * registrations go through UCX's cache, the buffer is replaced in turn
+ * by each of remap.h's four raw-syscall methods, and each rank says which
+ * path told UCX of memory changes, as remap.h sees it from inside the
+ * process, and rank 0 how many registrations UCX made in each half.
+ *
+ * Usage: mpi-remap [BYTES [ROUNDS [ucx]]]  (run by mpirun with two ranks)
  * Prints, from rank 1, the rounds whose data was wrong and the bandwidth
  * with the buffer reused (cache hits) and replaced every round.  Exit
  * status 1 if any byte was wrong.
@@ -23,12 +29,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "remap.h"
+
 static void fill(uint8_t *buf, size_t len, int round)
 {
 	size_t i;
 
 	for (i = 0; i < len; i++)
-		buf[i] = (uint8_t)(round * 131 + i / 4096 + i);
+		buf[i] = remap_expected(i, round);
 }
 
 static size_t wrong_bytes(const uint8_t *buf, size_t len, int round)
@@ -36,19 +44,8 @@ static size_t wrong_bytes(const uint8_t *buf, size_t len, int round)
 	size_t i, bad = 0;
 
 	for (i = 0; i < len; i++)
-		bad += buf[i] != (uint8_t)(round * 131 + i / 4096 + i);
+		bad += buf[i] != remap_expected(i, round);
 	return bad;
-}
-
-static void remap(void *buf, size_t len)
-{
-	if (syscall(SYS_munmap, buf, len) ||
-	    (void *)syscall(SYS_mmap, buf, len, PROT_READ | PROT_WRITE,
-			    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
-			    0) != buf) {
-		perror("mpi-remap: remap");
-		MPI_Abort(MPI_COMM_WORLD, 2);
-	}
 }
 
 /*
@@ -82,7 +79,11 @@ static void msg_place(struct msg *m, size_t len)
 	m->buf = m->map + off;
 }
 
-/* rounds messages of m->len bytes; returns wrong rounds (rank 1), MB/s. */
+/*
+ * rounds messages of m->len bytes; returns wrong rounds (rank 1), MB/s.
+ * REPLACE: 0 reuses the buffer, 1 replaces it by munmap + mmap, 4 by
+ * each of remap.h's methods in turn.
+ */
 static int run(int rank, const struct msg *m, int rounds, int first,
 	       int replace, double *mbps)
 {
@@ -96,7 +97,8 @@ static int run(int rank, const struct msg *m, int rounds, int first,
 	for (r = first; r < first + rounds; r++) {
 		if (rank == 0) {
 			if (replace)
-				remap(m->map, m->span);
+				remap_replace(m->map, m->span,
+					      replace == 4 ? r : 0);
 			fill(buf, len, r);
 			MPI_Send(buf, (int)len, MPI_BYTE, 1, r, MPI_COMM_WORLD);
 		} else {
@@ -119,7 +121,10 @@ int main(int argc, char **argv)
 {
 	size_t len = argc > 1 ? strtoul(argv[1], NULL, 0) : 1 << 20;
 	int rounds = argc > 2 ? atoi(argv[2]) : 20;
+	int ucx = argc > 3 && !strcmp(argv[3], "ucx");
 	int rank, size, bad_reuse, bad_replace;
+	unsigned long regs[3];
+	char prefix[32];
 	double reuse, replace;
 	struct msg m;
 
@@ -133,8 +138,21 @@ int main(int argc, char **argv)
 	}
 	msg_place(&m, len);
 
-	bad_reuse = run(rank, &m, rounds, 0, 0, &reuse);
-	bad_replace = run(rank, &m, rounds, rounds, 1, &replace);
+	regs[0] = remap_registrations;
+	bad_reuse = run(rank, &m, 1, 0, 0, &reuse);
+	regs[1] = remap_registrations;
+	bad_reuse += run(rank, &m, rounds - 1, 1, 0, &reuse);
+	regs[2] = remap_registrations;
+	bad_replace = run(rank, &m, rounds, rounds, ucx ? 4 : 1, &replace);
+	if (ucx) {
+		snprintf(prefix, sizeof(prefix), "mpi-remap: rank %d", rank);
+		remap_say_path(prefix);
+		if (rank == 0)
+			printf("%s: registrations: first round %lu, reused rounds after it %lu, replaced rounds %lu\n",
+			       prefix, regs[1] - regs[0], regs[2] - regs[1],
+			       remap_registrations - regs[2]);
+		fflush(stdout);
+	}
 	if (rank == 1) {
 		printf("mpi-remap: %d rounds of %zu bytes: buffer reused: %d wrong, %.1f MB/s; replaced: %d wrong, %.1f MB/s\n",
 		       rounds, len, bad_reuse, reuse, bad_replace, replace);
