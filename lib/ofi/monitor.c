@@ -138,7 +138,7 @@ static struct monitor {
 
 	pthread_mutex_t import_lock;
 	bool imported;
-	bool close_pending;		/* closed while a cache was active */
+	bool fini;			/* fi_fini() ran while a cache was active */
 
 	struct umn_ofi_stats stats;
 } mon = {
@@ -499,10 +499,11 @@ static void run_retirements(void)
 		/*
 		 * Once stop() ran no cache is on libfabric's list, and the
 		 * mm_list_rwlock notify() takes may be held by a domain
-		 * open that waits for the lock stop()'s caller holds.
+		 * open that waits for the lock stop()'s caller holds.  Once
+		 * fi_fini() ran, notify()'s locks are destroyed.
 		 */
 		pthread_mutex_lock(&mon.lock);
-		stopping = mon.stopping;
+		stopping = mon.stopping || mon.fini;
 		pthread_mutex_unlock(&mon.lock);
 		if (stopping)
 			continue;
@@ -748,7 +749,7 @@ static void mon_stop_thread(void)
 		mon.stopping = true;
 		kick();
 	} else {
-		WRITE_ONCE(mon.failed, false);
+		WRITE_ONCE(mon.failed, mon.fini);
 	}
 	for (mw = mon.watches; mw < mon.watches + mon.max; mw++)
 		if (mw->len)
@@ -776,7 +777,7 @@ static void mon_reap(void)
 		close(mon.kick_fd);
 		mon.kick_fd = -1;
 		mon.alive = false;
-		WRITE_ONCE(mon.failed, false);
+		WRITE_ONCE(mon.failed, mon.fini);
 		pthread_mutex_unlock(&mon.lock);
 	}
 	pthread_mutex_unlock(&mon.open_lock);
@@ -812,29 +813,17 @@ static int mon_start(struct fid_mem_monitor *monitor)
 	return 0;
 }
 
-/* import_lock held. */
-static void close_import(void)
-{
-	fi_close(&mon.fid.fid);
-	mon.imported = false;
-	mon.close_pending = false;
-	WRITE_ONCE(mon.stats.imported, false);
-}
-
-/* The last cache is gone: nothing relies on any watch. */
+/*
+ * The last cache is gone: nothing relies on any watch.  The import is
+ * never closed here: libfabric 1.21 and later call stop() holding
+ * mm_state_lock, which their close of an import takes.
+ */
 static void mon_stop(struct fid_mem_monitor *monitor)
 {
 	(void)monitor;
 	mon_stop_thread();
 	FI_INFO(&umn_ofi__prov, FI_LOG_MR,
 		"ummunotify memory monitor stopped\n");
-	pthread_mutex_lock(&mon.import_lock);
-	if (mon.close_pending) {
-		/* After fi_fini(): no domain opens now, nothing starts again. */
-		mon_reap();
-		close_import();
-	}
-	pthread_mutex_unlock(&mon.import_lock);
 }
 
 struct fid_mem_monitor *umn_ofi__monitor(void)
@@ -897,32 +886,56 @@ int umn_ofi_import(void)
 }
 
 /*
- * libfabric's fi_fini() and our destructor close the import, in either
- * order, and an application may close its last domain after both (from a
- * handler atexit() ran after the destructors, or a thread still running).
- * libfabric then still calls the monitor: while a cache uses it, it stays
- * imported and running, and its last stop() closes it.
+ * Our destructor, then libfabric's fi_fini() (the provider's cleanup),
+ * close the import when no cache uses the monitor.  A domain may close
+ * after either: the plugin's destructor that glibc runs between the two,
+ * an atexit() handler that runs after both, a thread still running.
+ * libfabric then still calls the monitor, through the import: it stays
+ * imported.  After our destructor it keeps working, and fi_fini() closes
+ * it once the last cache stopped.  After fi_fini() nothing closes it (the
+ * close takes libfabric's mm_state_lock, destroyed from then on, as are
+ * the locks notify() takes): it fails safe, refusing every hit and
+ * subscription and notifying nothing, until the process ends.
  */
-void umn_ofi__close(void)
+static void close_import(bool fini)
 {
 	bool active;
 
 	pthread_mutex_lock(&mon.import_lock);
-	if (mon.imported) {
-		pthread_mutex_lock(&mon.lock);
-		active = mon.wanted;
-		pthread_mutex_unlock(&mon.lock);
-		if (active) {
-			mon.close_pending = true;
-			FI_INFO(&umn_ofi__prov, FI_LOG_MR,
-				"a cache still uses the ummunotify memory monitor: its last stop() closes the import\n");
-		} else {
-			mon_stop_thread();
-			mon_reap();
-			close_import();
-		}
+	if (!mon.imported || mon.fini)
+		goto out;
+	pthread_mutex_lock(&mon.lock);
+	active = mon.wanted;
+	if (active && fini) {
+		mon.fini = true;
+		WRITE_ONCE(mon.failed, true);
 	}
+	pthread_mutex_unlock(&mon.lock);
+	if (active) {
+		FI_INFO(&umn_ofi__prov, FI_LOG_MR, "%s\n", fini ?
+			"fi_fini() while a cache uses the ummunotify memory monitor: it stays imported, caching nothing" :
+			"a cache still uses the ummunotify memory monitor: fi_fini() closes the import");
+		goto out;
+	}
+	mon_stop_thread();
+	mon_reap();
+	fi_close(&mon.fid.fid);
+	mon.imported = false;
+	WRITE_ONCE(mon.stats.imported, false);
+	FI_INFO(&umn_ofi__prov, FI_LOG_MR,
+		"closed the ummunotify memory monitor's import\n");
+out:
 	pthread_mutex_unlock(&mon.import_lock);
+}
+
+void umn_ofi__close(void)
+{
+	close_import(false);
+}
+
+void umn_ofi__fini(void)
+{
+	close_import(true);
 }
 
 void umn_ofi_stats(struct umn_ofi_stats *stats, size_t size)

@@ -18,8 +18,13 @@ extern struct fi_provider umn_ofi__prov;
 /* The monitor as libfabric sees it, for tests and benchmarks. */
 struct fid_mem_monitor *umn_ofi__monitor(void);
 
-/* Stop the monitor and close the import, as libfabric's fi_fini() wants. */
+/*
+ * Stop the monitor and close the import, as libfabric's fi_fini() wants,
+ * unless a cache still uses it: from our destructor (fi_fini() closes it
+ * later) and from the provider's cleanup, fi_fini() (then never).
+ */
 void umn_ofi__close(void);
+void umn_ofi__fini(void);
 
 /* 0 if /dev/ummunotify opens, or -ENODEV (no node), open()'s -errno. */
 int umn_ofi__have_device(void);

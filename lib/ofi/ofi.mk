@@ -12,8 +12,9 @@
 #			TSan), against the host's libfabric and the test
 #			double, and the installed library
 # guest-tests		also $(O)/tests/ofi-monitor (the host test on the real
-#			device), ofi-stale (the stale-data tests) and, where
-#			mpicc is, mpi-remap (the MPI job)
+#			device), ofi-stale (the stale-data tests), ofi-exit
+#			(a domain closed at exit) and, where mpicc is,
+#			mpi-remap (the MPI job)
 # install		also the library, header, pkg-config file, man pages,
 #			and the provider link in OFI_PROVDIR: by default the
 #			directory the installed libfabric loads providers
@@ -152,6 +153,19 @@ $(O)/tests/ofi-stale: $(OFI_TEST_SRCS) tests/ofi/fab.h tests/ofi/late.h \
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(OFI_CFLAGS) -Itests/ofi $(LDFLAGS) -o $@ \
 		$(OFI_TEST_SRCS) -L$(O) -lummunotify-ofi -Wl,-rpath,$(O) \
 		-L$(O)/tests -lofi-late -Wl,-rpath,$(O)/tests -lfabric $(LDLIBS)
+
+# A plugin's domain closed by its destructor, while the program exits.
+guest-tests: $(O)/tests/ofi-exit
+
+$(O)/tests/libofi-exit-plugin.so: tests/ofi/ofi-exit-plugin.c tests/ofi/fab.c \
+				  tests/ofi/fab.h $(OFI_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(OFI_CFLAGS) -Itests/ofi $(LDFLAGS) \
+		-shared -fPIC -o $@ $(filter %.c,$^) -lfabric $(LDLIBS)
+
+$(O)/tests/ofi-exit: tests/ofi/ofi-exit.c $(O)/tests/libofi-exit-plugin.so \
+		     $(OFI_LIBS) $(OFI_PROV)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< -lfabric $(LDLIBS)
 
 # The MPI job's program, built with the MPI's own compiler driver.
 MPICC		?= mpicc

@@ -10,7 +10,7 @@
  * offers no fabric (fi_getinfo() never returns it) only if it did: then
  * "fi_info -l" lists ummunotify exactly when the monitor is in use.  At
  * fi_fini() the provider's cleanup closes the import, as libfabric
- * expects of an importer.
+ * expects of an importer (see umn_ofi__close()).
  */
 #define _GNU_SOURCE	/* O_CLOEXEC */
 #include <errno.h>
@@ -50,7 +50,7 @@ struct fi_provider umn_ofi__prov = {
 	.name = "ummunotify",
 	.getinfo = prov_getinfo,
 	.fabric = prov_fabric,
-	.cleanup = umn_ofi__close,
+	.cleanup = umn_ofi__fini,
 };
 
 void umn_ofi__say(const char *fmt, ...)
@@ -126,7 +126,7 @@ FI_EXT_INI
 	return NULL;
 }
 
-/* A program that imported it itself: closed before libfabric's fi_fini(). */
+/* Before libfabric's fi_fini(), which a program that imported it may lack. */
 __attribute__((destructor)) static void close_at_exit(void)
 {
 	umn_ofi__close();

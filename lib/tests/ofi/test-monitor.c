@@ -30,6 +30,8 @@
 static struct fid_mem_monitor *m;
 static struct fi_ops_mem_notify *libfabric_notify;
 static struct fi_ops_mem_notify recorder;
+static struct fi_ops *libfabric_fid_ops;
+static struct fi_ops closer;
 
 /* What notify() was given, and how many watches there were then. */
 static struct {
@@ -50,12 +52,14 @@ static bool hold_notify, in_notify;
 /*
  * libfabric's mm_list_rwlock, which its notify() takes for reading and a
  * domain open for writing, and its mm_state_lock, held around start() and
- * stop(), as the recorder and the test take them (libfabric's own are
- * not exported): with gate_notify, notify() waits until a writer holds
- * the rwlock, then takes it.
+ * stop() and, from libfabric 1.21 on, taken by the import's close, as the
+ * recorder, the closer and the test take them (libfabric's own are not
+ * exported): with gate_notify, notify() waits until a writer holds the
+ * rwlock, then takes it.  An error-checking mutex: a close from inside
+ * stop() fails its CHECK where libfabric 1.21 hangs.
  */
 static pthread_rwlock_t list_rwlock = PTHREAD_RWLOCK_INITIALIZER;
-static pthread_mutex_t state_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t state_lock = PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP;
 static bool gate_notify, writer_in;
 
 /* The errno value the thread's next umn_read_events() fails with. */
@@ -104,6 +108,24 @@ static void record_notify(struct fid_mem_monitor *monitor, const void *addr,
 	pthread_mutex_unlock(&notified_lock);
 	libfabric_notify->notify(monitor, addr, len);
 	pthread_mutex_unlock(&cache_lock);
+}
+
+/* The import's close as libfabric 1.21 and later make it. */
+static int close_as_libfabric_1_21(struct fid *fid)
+{
+	CHECK_EQ(pthread_mutex_lock(&state_lock), 0);
+	pthread_mutex_unlock(&state_lock);
+	return libfabric_fid_ops->close(fid);
+}
+
+/* After each import: the recorder and the closer in libfabric's way. */
+static void interpose(void)
+{
+	m->import_ops = &recorder;
+	libfabric_fid_ops = m->fid.ops;
+	closer = *libfabric_fid_ops;
+	closer.close = close_as_libfabric_1_21;
+	m->fid.ops = &closer;
 }
 
 static unsigned int notified_count(void)
@@ -155,9 +177,17 @@ static bool notified_since(unsigned int first, unsigned int n)
 	return covered;
 }
 
+/* The last cache is gone: libfabric stops the monitor under its lock. */
+static void stop_as_libfabric(void)
+{
+	CHECK_EQ(pthread_mutex_lock(&state_lock), 0);
+	m->export_ops->stop(m);
+	pthread_mutex_unlock(&state_lock);
+}
+
 static void stop(void)
 {
-	m->export_ops->stop(m);
+	stop_as_libfabric();
 	CHECK_EQ(stats().watches, 0);
 	CHECK_EQ(device_watches(), 0);
 }
@@ -360,7 +390,7 @@ static void test_a_forked_child_starts_afresh(void)
 		CHECK(valid(16, 1));
 		change(16, 1);
 		WAIT_FOR(!valid(16, 1));
-		m->export_ops->stop(m);
+		stop_as_libfabric();
 		_exit(0);
 	}
 	CHECK_EQ(waitpid(pid, &status, 0), pid);
@@ -456,7 +486,7 @@ static void fork_and_use(unsigned int n)
 		libfabric_notify->notify(m, page(n), PAGE);
 		WAIT_FOR(!sub(n, 1));
 		CHECK(valid(n, 1));
-		m->export_ops->stop(m);
+		stop_as_libfabric();
 		_exit(0);
 	}
 	CHECK_EQ(waitpid(pid, &status, 0), pid);
@@ -538,7 +568,7 @@ static void test_stop_while_a_domain_opens(void)
 	WAIT_FOR(__atomic_load_n(&writer_in, __ATOMIC_RELAXED));
 	signal(SIGALRM, stop_waited);
 	alarm(10);
-	stop();
+	m->export_ops->stop(m);
 	alarm(0);
 	signal(SIGALRM, SIG_DFL);
 	pthread_mutex_unlock(&state_lock);
@@ -571,11 +601,14 @@ static int import_another(void)
 }
 
 /*
- * libfabric's fi_fini(), or our destructor, closes the import while a
- * cache still uses the monitor: libfabric keeps calling it, so it stays
- * imported and working until that cache's stop().
+ * Our destructor runs while a cache still uses the monitor (a plugin's
+ * domain, which the plugin's destructor closes after ours, before
+ * libfabric's fi_fini()): libfabric keeps calling it, so it stays
+ * imported and working.  The cache's stop() must not close it: libfabric
+ * 1.21 holds mm_state_lock there, which the close takes (before, the
+ * closer's lock failed here, and libfabric 2.1 hung).  fi_fini() does.
  */
-static void test_a_close_waits_for_the_last_stop(void)
+static void test_a_used_monitor_is_closed_by_fi_fini(void)
 {
 	CHECK_EQ(m->export_ops->start(m), 0);
 	CHECK_EQ(sub(56, 1), 0);
@@ -585,20 +618,59 @@ static void test_a_close_waits_for_the_last_stop(void)
 	CHECK(valid(56, 1));
 	change(56, 1);
 	WAIT_FOR(stats().watches == 0);
-	m->export_ops->stop(m);
+	stop();
+	CHECK(stats().imported);
+	umn_ofi__fini();
 	CHECK(!stats().imported);
 	CHECK_EQ(import_another(), -FI_EINVAL);
 	CHECK_EQ(umn_ofi_import(), 0);
-	m->import_ops = &recorder;
+	interpose();
 }
+
+#ifndef __SANITIZE_THREAD__
+/*
+ * fi_fini() while a cache uses the monitor (its domain closes later, from
+ * an atexit() handler or a thread): libfabric's locks, notify()'s among
+ * them, are destroyed, and a close of the import would take one.  The
+ * monitor stays imported, notifies nothing, refuses every hit and
+ * subscription, and never starts again.  Sticky, so in a child.
+ */
+static void test_a_monitor_used_after_fi_fini_fails_safe(void)
+{
+	int status;
+	pid_t pid = fork();
+
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		unsigned int before = notified_count();
+		uint64_t events = stats().events;
+
+		alarm(60);
+		CHECK_EQ(m->export_ops->start(m), 0);
+		CHECK_EQ(sub(62, 1), 0);
+		umn_ofi__fini();
+		CHECK(stats().imported);
+		CHECK(!valid(62, 1));
+		CHECK(sub(63, 1) < 0);
+		change(62, 1);
+		WAIT_FOR(stats().events > events && stats().watches == 0);
+		CHECK_EQ(notified_count(), before);
+		stop();
+		CHECK(stats().imported);
+		CHECK(m->export_ops->start(m) < 0);
+		_exit(0);
+	}
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+#endif
 
 static bool teardown_after_destructors;
 
 /*
  * Runs after every destructor of default priority, provider.c's among
- * them: as an application's atexit() handler registered before them (by
- * a library's constructor), or a thread still running, would close its
- * last domain.
+ * them, and before libfabric's fi_fini(): as a plugin's destructor would
+ * close its last domain.  fi_fini()'s cleanup then closes the import.
  */
 __attribute__((destructor(101))) static void close_last_domain(void)
 {
@@ -609,9 +681,14 @@ __attribute__((destructor(101))) static void close_last_domain(void)
 			stats().imported, stats().started);
 		_exit(1);
 	}
-	m->export_ops->stop(m);
-	if (stats().imported || stats().watches) {
-		fprintf(stderr, "test-monitor: the last stop() did not close the import\n");
+	stop();
+	if (!stats().imported) {
+		fprintf(stderr, "test-monitor: the last stop() closed the import\n");
+		_exit(1);
+	}
+	umn_ofi__fini();
+	if (stats().imported) {
+		fprintf(stderr, "test-monitor: fi_fini() did not close the import\n");
 		_exit(1);
 	}
 	printf("test-monitor: the last domain closed after the destructors: ok\n");
@@ -674,7 +751,7 @@ static void test_closing_lets_libfabric_import_again(void)
 	umn_ofi__close();
 	CHECK(!stats().imported);
 	CHECK_EQ(umn_ofi_import(), 0);
-	m->import_ops = &recorder;
+	interpose();
 }
 
 int main(void)
@@ -699,7 +776,7 @@ int main(void)
 	libfabric_notify = m->import_ops;
 	recorder = *libfabric_notify;
 	recorder.notify = record_notify;
-	m->import_ops = &recorder;
+	interpose();
 	CHECK_EQ(m->export_ops->start(m), 0);
 	CHECK(device_opened());
 	CHECK(stats().started);
@@ -723,7 +800,10 @@ int main(void)
 	test_stop_while_a_domain_opens();
 	test_stats_fill_what_the_caller_knows();
 	test_lookups_race_with_changes();
-	test_a_close_waits_for_the_last_stop();
+	test_a_used_monitor_is_closed_by_fi_fini();
+#ifndef __SANITIZE_THREAD__
+	test_a_monitor_used_after_fi_fini_fails_safe();
+#endif
 	test_closing_lets_libfabric_import_again();
 	printf("test-monitor: ok\n");
 
