@@ -40,8 +40,21 @@ else
 OFI_PROVDIR	?= $(LIBDIR)/libfabric
 endif
 # Never unloaded: the fork handlers and the function pointers libfabric
-# holds must outlive libfabric's dlclose() of the provider.
-OFI_LDFLAGS	:= -Wl,-z,nodelete -Wl,-z,defs
+# holds must outlive libfabric's dlclose() of the provider.  A run path
+# for libummunotify.so.1, which libfabric's dlopen() of the provider
+# needs wherever the loader does not look, and whose failure libfabric
+# does not log (but in debug builds): the library's directory, $ORIGIN
+# for the library, $ORIGIN/.. for the provider link in a directory
+# beside it ($(LIBDIR)/libfabric, libfabric's own provider directory,
+# ofi/ in the build tree).  glibc takes $ORIGIN from the path it opened:
+# the link's.
+OFI_LDFLAGS	:= -Wl,-z,nodelete -Wl,-z,defs -Wl,--enable-new-dtags \
+		   -Wl,-rpath,'$$ORIGIN:$$ORIGIN/..'
+# The provider link's directory is LIBDIR, or beside it: the run path
+# finds the library, as the loader does in /lib and /usr/lib; else
+# install-ofi warns unless ld.so.conf names LIBDIR.
+OFI_FOUND	= $(filter $(LIBDIR),$(OFI_PROVDIR) /lib /usr/lib \
+			   $(patsubst %/,%,$(dir $(OFI_PROVDIR))))
 
 .PHONY: install-ofi
 all: $(OFI_LIBS) $(OFI_PROV)
@@ -77,6 +90,8 @@ install-ofi: $(OFI_LIBS) $(OFI_PROV)
 	install -d $(DESTDIR)$(OFI_PROVDIR)
 	ln -sfn $(if $(filter $(LIBDIR)/libfabric,$(OFI_PROVDIR)),..,$(LIBDIR))/$(OFI_SONAME) \
 		$(DESTDIR)$(OFI_PROVDIR)/libummunotify-fi.so
+	$(if $(OFI_FOUND),,@/sbin/ldconfig -N -v 2>/dev/null | \
+		grep -q '^$(LIBDIR):' || echo "install-ofi: WARNING: libfabric cannot load $(OFI_PROVDIR)/libummunotify-fi.so: neither its run path nor the loader finds $(LIBDIR)/libummunotify.so.1; install with OFI_PROVDIR=$(LIBDIR)/libfabric, or add $(LIBDIR) to /etc/ld.so.conf.d" >&2)
 	install -d $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(MANDIR)/man3 \
 		$(DESTDIR)$(MANDIR)/man7
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \

@@ -77,6 +77,16 @@ out=$(FI_PROVIDER_PATH=$root/lib/libfabric without_device \
 [ "$(echo "$out" | grep -c 'not imported (no /dev/ummunotify)')" = 1 ] ||
 	fail "expected one line about the missing device, got: $out"
 command -v fi_info >/dev/null || fail "no fi_info (libfabric-bin) to list the providers"
+# A program that does not link the library (fi_info) loads the provider,
+# installed and from the build tree, without LD_LIBRARY_PATH: its run
+# path finds libummunotify.so.1.  It then says that it did not import the
+# monitor; before, dlopen() failed, and libfabric said nothing.
+for dir in "$root/lib/libfabric" "$build/ofi"; do
+	out=$(LD_LIBRARY_PATH='' FI_PROVIDER_PATH=$dir FI_LOG_LEVEL=info \
+		without_device fi_info -l 2>&1 >/dev/null) || true
+	echo "$out" | grep -q 'ummunotify:mr:.*not imported (no /dev/ummunotify)' ||
+		fail "libfabric did not load the provider from $dir: no word from it"
+done
 list=$(FI_PROVIDER_PATH=$root/lib/libfabric without_device fi_info -l \
 	2>/dev/null) || true
 case $list in
