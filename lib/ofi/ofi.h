@@ -29,7 +29,16 @@ void umn_ofi__fini(void);
 /* 0 if /dev/ummunotify opens, or -ENODEV (no node), open()'s -errno. */
 int umn_ofi__have_device(void);
 
-/* One line, whatever libfabric's log level: the program runs on. */
+/* FI_MR_CACHE_MONITOR=ummunotify: the program asked for this monitor. */
+bool umn_ofi__asked(void);
+
+/*
+ * A warning: the program runs on without the monitor.  Silent, as a
+ * provider is, unless FI_LOG_LEVEL asks (libfabric's log) or the program
+ * asked for the monitor (then one line on stderr, whatever the level):
+ * every rank of every libfabric program would say it, on a node without
+ * the module, tools that never register memory among them.
+ */
 void umn_ofi__say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif /* UMN_OFI_INTERNAL_H */

@@ -53,6 +53,13 @@ struct fi_provider umn_ofi__prov = {
 	.cleanup = umn_ofi__fini,
 };
 
+bool umn_ofi__asked(void)
+{
+	const char *want = getenv("FI_MR_CACHE_MONITOR");
+
+	return want && !strcmp(want, "ummunotify");
+}
+
 void umn_ofi__say(const char *fmt, ...)
 {
 	char msg[256];
@@ -63,7 +70,7 @@ void umn_ofi__say(const char *fmt, ...)
 	va_end(ap);
 	if (fi_log_enabled(&umn_ofi__prov, FI_LOG_WARN, FI_LOG_MR))
 		FI_WARN(&umn_ofi__prov, FI_LOG_MR, "%s\n", msg);
-	else
+	else if (umn_ofi__asked())
 		fprintf(stderr, "libfabric:%d:ummunotify:mr: %s\n",
 			(int)getpid(), msg);
 }
@@ -94,7 +101,7 @@ int umn_ofi__have_device(void)
 FI_EXT_INI
 {
 	const char *want = getenv("FI_MR_CACHE_MONITOR");
-	bool asked = want && !strcmp(want, "ummunotify");
+	bool asked = umn_ofi__asked();
 	static bool said;
 	int ret = umn_ofi_import();
 
