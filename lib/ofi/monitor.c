@@ -188,6 +188,14 @@ static struct mon_watch *index_find(uint64_t addr, uint64_t len)
 	return NULL;
 }
 
+/*
+ * The sequence count's pairings (C11's seqlock): seq_begin()'s release
+ * fence, before the index and watch stores, pairs with mon_valid()'s
+ * acquire fence, after its loads of them: a reader that saw one of them
+ * rereads an odd or newer seq.  seq_end()'s release store pairs with
+ * mon_valid()'s acquire load of seq: a reader that starts at it sees
+ * every store before it.
+ */
 static void seq_begin(void)
 {
 	WRITE_ONCE(mon.seq, mon.seq + 1);
@@ -407,6 +415,11 @@ static bool mon_valid(struct fid_mem_monitor *monitor, const void *addr,
 	uint64_t seq;
 
 	(void)monitor;
+	/*
+	 * Relaxed: a stale false is no worse than a hit read just before the
+	 * thread failed; the watch still says what changed until it is
+	 * unwatched, which the sequence count shows.
+	 */
 	if (READ_ONCE(mon.failed))
 		return false;
 	do {

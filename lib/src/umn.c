@@ -231,6 +231,7 @@ void umn__wait_invalidations(struct umn *u)
 	/* A forked child reads zeroes there until it reopens. */
 	const uint64_t *in_flight = READ_ONCE(u->in_flight);
 
+	/* Acquire: pairs with the kernel's release as an invalidation ends. */
 	while (in_flight && load_acquire(*in_flight))
 		sched_yield();
 }
