@@ -653,7 +653,10 @@ static void test_a_monitor_used_after_fi_fini_fails_safe(void)
 		CHECK(!valid(62, 1));
 		CHECK(sub(63, 1) < 0);
 		change(62, 1);
-		WAIT_FOR(stats().events > events && stats().watches == 0);
+		/* The 2010 ABI's report waits for a pull valid() no longer makes. */
+		if (stats().abi)
+			WAIT_FOR(stats().events > events &&
+				 stats().watches == 0);
 		CHECK_EQ(notified_count(), before);
 		stop();
 		CHECK(stats().imported);
