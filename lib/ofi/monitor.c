@@ -362,6 +362,14 @@ static int mon_subscribe(struct fid_mem_monitor *monitor, const void *addr,
 	mw = mon.u ? index_find(start, len) : NULL;
 	m = mw ? meta(mw) : NULL;
 	if (!mon.u || mon.failed || (mon.wanted && !mon.alive)) {
+		/*
+		 * A parent's watch, in a child whose thread did not start:
+		 * retired, so that the unsubscribe() that follows (2.1) does
+		 * not free it while another cache's entry relies on it being
+		 * found invalid.  The thread, once it starts, notifies it.
+		 */
+		if (m && m->state == W_FORKED)
+			retire(mw, start, start + len);
 		ret = -EIO;
 	} else if (!mw) {
 		ret = watch_new(start, len);

@@ -401,6 +401,48 @@ static void test_a_forked_child_starts_afresh(void)
 	WAIT_FOR(notified_count() > before);
 	stop();
 }
+
+/*
+ * A forked child whose thread cannot start (no descriptor for its
+ * eventfd) refuses a parent's range, which libfabric 2.1 then
+ * unsubscribes: the parent's watch must stay, retired, so that no new
+ * watch of the range validates the parent's entry that another cache
+ * holds before notify() dropped it.  Before, that unsubscribe freed it.
+ */
+static void test_a_child_without_a_thread_keeps_the_parents_watch(void)
+{
+	int status;
+	pid_t pid;
+
+	CHECK_EQ(m->export_ops->start(m), 0);
+	CHECK_EQ(sub(18, 1), 0);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		unsigned int first = notified_count();
+		uint64_t watches = stats().watches;
+		struct rlimit old, none;
+
+		alarm(60);
+		CHECK(!getrlimit(RLIMIT_NOFILE, &old));
+		none = old;
+		none.rlim_cur = 0;
+		CHECK(!setrlimit(RLIMIT_NOFILE, &none));
+		CHECK_EQ(sub(18, 1), -EIO);
+		unsub(18, 1);
+		CHECK(!setrlimit(RLIMIT_NOFILE, &old));
+		CHECK_EQ(stats().watches, watches);
+		CHECK(!valid(18, 1));
+		WAIT_FOR(!sub(18, 1));
+		CHECK(notified_since(first, 18));
+		CHECK(valid(18, 1));
+		stop_as_libfabric();
+		_exit(0);
+	}
+	CHECK_EQ(waitpid(pid, &status, 0), pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	stop();
+}
 #endif
 
 /*
@@ -794,6 +836,7 @@ int main(void)
 #ifndef __SANITIZE_THREAD__
 	/* The plain and ASan builds run it: TSan stops a forked child's thread. */
 	test_a_forked_child_starts_afresh();
+	test_a_child_without_a_thread_keeps_the_parents_watch();
 #endif
 	test_a_failed_thread_drops_every_entry();
 	test_a_thread_that_cannot_start_fails_start();
