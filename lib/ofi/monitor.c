@@ -128,11 +128,12 @@ static struct monitor {
 	uint32_t queued;
 	struct retiring *batch;		/* the thread's copy of the queue */
 
-	pthread_t thread;
+	pthread_t thread;		/* the newest */
 	int kick_fd;			/* eventfd: work queued, or stop */
 	bool wanted;			/* between start() and stop() */
-	bool alive;			/* joinable (not in a child) */
-	bool stopping;
+	bool alive;			/* thread joinable (not in a child) */
+	bool current;			/* thread runs for this generation */
+	uint64_t gen;			/* moves on at each stop() */
 
 	pthread_mutex_t notify_lock;	/* the thread, in notify() */
 
@@ -357,11 +358,11 @@ static int mon_subscribe(struct fid_mem_monitor *monitor, const void *addr,
 	 * or after it failed, no range is cached.  libfabric calls start()
 	 * first, which opens the handle.
 	 */
-	if (mon.wanted && !mon.alive && !mon.failed)
+	if (mon.wanted && !mon.current && !mon.failed)
 		thread_start();
 	mw = mon.u ? index_find(start, len) : NULL;
 	m = mw ? meta(mw) : NULL;
-	if (!mon.u || mon.failed || (mon.wanted && !mon.alive)) {
+	if (!mon.u || mon.failed || (mon.wanted && !mon.current)) {
 		/*
 		 * A parent's watch, in a child whose thread did not start:
 		 * retired, so that the unsubscribe() that follows (2.1) does
@@ -496,7 +497,7 @@ static int by_start(const void *a, const void *b)
  * Pass the retired watches' ranges to notify(), merged where they touch
  * (every call takes libfabric's locks), then free the watches.
  */
-static void run_retirements(void)
+static void run_retirements(uint64_t gen)
 {
 	uint32_t i, j, n;
 	bool stopping;
@@ -524,7 +525,7 @@ static void run_retirements(void)
 		 * fi_fini() ran, notify()'s locks are destroyed.
 		 */
 		pthread_mutex_lock(&mon.lock);
-		stopping = mon.stopping || mon.fini;
+		stopping = mon.gen != gen || mon.fini;
 		pthread_mutex_unlock(&mon.lock);
 		if (stopping)
 			continue;
@@ -537,7 +538,7 @@ static void run_retirements(void)
 
 	/* Once stopping, stop() freed every watch. */
 	pthread_mutex_lock(&mon.lock);
-	for (i = 0; i < n && !mon.stopping; i++)
+	for (i = 0; i < n && mon.gen == gen; i++)
 		watch_free(&mon.watches[mon.batch[i].n]);
 	pthread_mutex_unlock(&mon.lock);
 }
@@ -547,7 +548,7 @@ static void run_retirements(void)
  * changed.  Drop every entry that relies on a watch, and cache nothing
  * more until the last cache stops.
  */
-static void *thread_failed(const char *what, int err)
+static void *thread_failed(const char *what, int err, uint64_t gen)
 {
 	static bool said;
 	struct mon_watch *mw;
@@ -562,69 +563,107 @@ static void *thread_failed(const char *what, int err)
 	if (!__atomic_exchange_n(&said, true, __ATOMIC_RELAXED))
 		umn_ofi__say("the ummunotify monitor's thread stopped (%s: %s): registrations are not cached until every domain is closed",
 			     what, strerror(err));
-	run_retirements();
+	run_retirements(gen);
 	return NULL;
 }
 
-static void *mon_thread(void *arg)
+/* A thread's start: its generation, and the stopped thread it joins. */
+struct thread_arg {
+	pthread_t prev;
+	bool has_prev;
+	uint64_t gen;
+};
+
+static void *mon_thread(void *p)
 {
+	struct thread_arg arg = *(struct thread_arg *)p;
 	struct umn_event events[EVENT_BATCH];
 	struct pollfd pfd[2];
 	uint64_t count;
 	bool stopping;
 	int n;
 
-	(void)arg;
+	free(p);
+	/*
+	 * Here, holding no lock of libfabric's: its start() and stop() hold
+	 * mm_state_lock, which a domain open holding mm_list_rwlock, which
+	 * the stopped thread may wait for in notify(), may be waiting for.
+	 * Work queued meanwhile waits; valid() reads the kernel's words.
+	 */
+	if (arg.has_prev)
+		pthread_join(arg.prev, NULL);
 	for (;;) {
-		/* A batch at a time; in a forked child this reopens first. */
+		/*
+		 * A batch at a time; in a forked child this reopens first.
+		 * Once stopped, the events are the next thread's.
+		 */
 		do {
 			pthread_mutex_lock(&mon.lock);
-			n = umn_read_events(mon.u, events, EVENT_BATCH);
+			stopping = mon.gen != arg.gen;
+			n = stopping ? 0 :
+			    umn_read_events(mon.u, events, EVENT_BATCH);
 			if (n > 0)
 				take_events(events, n);
-			stopping = mon.stopping;
 			pthread_mutex_unlock(&mon.lock);
 		} while (n == EVENT_BATCH && !stopping);
 		if (stopping)
 			return NULL;
 		if (n < 0)
-			return thread_failed("reading events", -n);
-		run_retirements();
+			return thread_failed("reading events", -n, arg.gen);
+		run_retirements(arg.gen);
 
 		pfd[0] = (struct pollfd){ .fd = umn_fd(mon.u), .events = POLLIN };
 		pfd[1] = (struct pollfd){ .fd = mon.kick_fd, .events = POLLIN };
 		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
-			return thread_failed("poll", errno);
+			return thread_failed("poll", errno, arg.gen);
 		if (pfd[0].revents & (POLLERR | POLLHUP | POLLNVAL))
-			return thread_failed("the device", EIO);
+			return thread_failed("the device", EIO, arg.gen);
 		if ((pfd[1].revents & POLLIN) &&
 		    read(mon.kick_fd, &count, sizeof(count)) < 0 &&
 		    errno != EAGAIN)
-			return thread_failed("the wakeup eventfd", errno);
+			return thread_failed("the wakeup eventfd", errno,
+					     arg.gen);
 	}
 }
 
-/* lock held. */
+/*
+ * lock held: a thread for this generation, which first joins the
+ * previous one if that was stopped and not joined yet.  One eventfd
+ * serves them all: a kick the stopped one read, the new one's first
+ * round covers.
+ */
 static int thread_start(void)
 {
+	struct thread_arg *arg = malloc(sizeof(*arg));
 	sigset_t all, old;
+	pthread_t t;
 	int ret;
 
-	mon.kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (!arg)
+		return -ENOMEM;
 	if (mon.kick_fd < 0)
+		mon.kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (mon.kick_fd < 0) {
+		free(arg);
 		return -errno;
-	mon.stopping = false;
+	}
+	*arg = (struct thread_arg){
+		.prev = mon.thread,
+		.has_prev = mon.alive,
+		.gen = mon.gen,
+	};
 	/* The application's signals are not for this thread. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	ret = pthread_create(&mon.thread, NULL, mon_thread, NULL);
+	ret = pthread_create(&t, NULL, mon_thread, arg);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (ret) {
-		close(mon.kick_fd);
-		mon.kick_fd = -1;
+		free(arg);
 		return -ret;
 	}
+	mon.thread = t;
 	mon.alive = true;
+	mon.current = true;
 	return 0;
 }
 
@@ -667,7 +706,7 @@ static void fork_child(void)
 		close(mon.kick_fd);
 	mon.kick_fd = -1;
 	mon.alive = false;
-	mon.stopping = false;
+	mon.current = false;
 	mon.queued = 0;
 	for (mw = mon.watches; mw < mon.watches + mon.max; mw++)
 		if (mw->len)
@@ -755,10 +794,12 @@ static int mon_open(void)
 
 /*
  * Nothing relies on any watch, the next start() starts afresh.
- * libfabric calls stop() holding its mm_state_lock, which a domain open
- * holding mm_list_rwlock for writing may be waiting for, while the
- * thread waits for that rwlock in notify(): stop() does not wait for the
- * thread, which then notifies and frees nothing more.
+ * libfabric calls start() and stop() holding its mm_state_lock, which a
+ * domain open holding mm_list_rwlock for writing may be waiting for,
+ * while the thread waits for that rwlock in notify(): neither waits for
+ * the thread.  stop() moves the generation on, and the stopped thread
+ * then notifies and frees nothing more; the next thread joins it.  A
+ * failed thread has stopped already: the next start() starts afresh.
  */
 static void mon_stop_thread(void)
 {
@@ -766,12 +807,12 @@ static void mon_stop_thread(void)
 
 	pthread_mutex_lock(&mon.lock);
 	mon.wanted = false;
-	if (mon.alive) {
-		mon.stopping = true;
+	if (mon.current) {
+		mon.gen++;
+		mon.current = false;
 		kick();
-	} else {
-		WRITE_ONCE(mon.failed, mon.fini);
 	}
+	WRITE_ONCE(mon.failed, mon.fini);
 	for (mw = mon.watches; mw < mon.watches + mon.max; mw++)
 		if (mw->len)
 			watch_free(mw);
@@ -780,28 +821,24 @@ static void mon_stop_thread(void)
 	WRITE_ONCE(mon.stats.started, false);
 }
 
-/*
- * Join a stopped thread, at start() (add_cache released mm_list_rwlock
- * before) and at the import's close; open_lock makes them take turns.
- */
+/* At the import's close, after mon_stop_thread(): join the last thread. */
 static void mon_reap(void)
 {
-	bool stopped;
+	pthread_t thread;
+	bool alive;
 
-	pthread_mutex_lock(&mon.open_lock);
 	pthread_mutex_lock(&mon.lock);
-	stopped = mon.alive && mon.stopping;
+	alive = mon.alive;
+	thread = mon.thread;
+	mon.alive = false;
 	pthread_mutex_unlock(&mon.lock);
-	if (stopped) {
-		pthread_join(mon.thread, NULL);
-		pthread_mutex_lock(&mon.lock);
-		close(mon.kick_fd);
-		mon.kick_fd = -1;
-		mon.alive = false;
-		WRITE_ONCE(mon.failed, mon.fini);
-		pthread_mutex_unlock(&mon.lock);
-	}
-	pthread_mutex_unlock(&mon.open_lock);
+	if (!alive)
+		return;
+	pthread_join(thread, NULL);
+	pthread_mutex_lock(&mon.lock);
+	close(mon.kick_fd);
+	mon.kick_fd = -1;
+	pthread_mutex_unlock(&mon.lock);
 }
 
 static int mon_start(struct fid_mem_monitor *monitor)
@@ -810,14 +847,13 @@ static int mon_start(struct fid_mem_monitor *monitor)
 	int ret;
 
 	(void)monitor;
-	mon_reap();
 	pthread_mutex_lock(&mon.open_lock);
 	ret = mon.u ? 0 : mon_open();
 	pthread_mutex_unlock(&mon.open_lock);
 	if (!ret) {
 		pthread_once(&fork_once, register_fork_handlers);
 		pthread_mutex_lock(&mon.lock);
-		ret = mon.failed ? -EIO : mon.alive ? 0 : thread_start();
+		ret = mon.failed ? -EIO : mon.current ? 0 : thread_start();
 		mon.wanted = !ret;
 		pthread_mutex_unlock(&mon.lock);
 	}

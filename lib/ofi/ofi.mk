@@ -105,12 +105,13 @@ install-ofi: $(OFI_LIBS) $(OFI_PROV)
 # double for the device (umn_open() and the device's presence wrapped at
 # link time), against the host's libfabric; plain, under ASan and UBSan,
 # and TSan.  ofi-monitor: the same tests on the real module, in a guest.
-# Both wrap umn_read_events(), to fail the monitor's thread.
+# Both wrap umn_read_events(), to fail the monitor's thread, and
+# pthread_create(), to fail its start.
 MON_TEST_SRCS	:= tests/ofi/test-monitor.c ofi/monitor.c ofi/provider.c \
 		   $(SRCS:%=src/%)
 MON_TEST_DEPS	:= $(MON_TEST_SRCS) tests/ofi/backend.h ofi/ofi.h $(OFI_HDR) \
 		   $(TEST_COMMON) $(wildcard src/*.h) include/ummunotify.h
-MON_WRAP	:= -Wl,--wrap=umn_read_events
+MON_WRAP	:= -Wl,--wrap=umn_read_events -Wl,--wrap=pthread_create
 MON_DOUBLE	:= tests/ofi/backend-double.c tests/double.c $(MON_WRAP) \
 		   -Wl,--wrap=umn_open -Wl,--wrap=umn_ofi__have_device \
 		   -lfabric $(LDLIBS)
