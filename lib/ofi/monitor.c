@@ -57,6 +57,7 @@
 #include <unistd.h>
 
 #include <rdma/fabric.h>
+#include <rdma/fi_errno.h>
 #include <rdma/fi_ext.h>
 #include <rdma/providers/fi_log.h>
 
@@ -280,8 +281,8 @@ static void retire(struct mon_watch *mw, uint64_t start, uint64_t end)
 	kick();
 }
 
-/* lock held: retire the watch least recently found valid. */
-static void recycle(void)
+/* lock held: retire the watch least recently found valid: it, or NULL. */
+static struct mon_watch *recycle(void)
 {
 	struct mon_watch *mw;
 	struct mon_meta *m;
@@ -299,8 +300,26 @@ static void recycle(void)
 		}
 		retire(mw, mw->addr, mw->addr + mw->len);
 		stat_add(recycled, 1);
-		return;
+		return mw;
 	}
+	return NULL;
+}
+
+/*
+ * lock held: the kernel asks for bytes of memory back (0: all it can).
+ * libfabric's caches pin what they registered, and notify() is the one
+ * way to make them let go: retire the watches least recently found
+ * valid until their ranges add up to what was asked, and libfabric
+ * deregisters the entries that relied on them.
+ */
+static void give_back(uint64_t bytes)
+{
+	uint64_t given = 0;
+	struct mon_watch *mw;
+
+	stat_add(pressure, 1);
+	while ((!bytes || given < bytes) && (mw = recycle()))
+		given += mw->len;
 }
 
 /* lock held: a new watch of [addr, addr + len). */
@@ -474,6 +493,10 @@ static void take_events(const struct umn_event *ev, int n)
 	for (i = 0; i < n; i++) {
 		if (ev[i].cause == UMN_CAUSE_OVERFLOW) {
 			rescan();
+			continue;
+		}
+		if (ev[i].cause == UMN_CAUSE_PRESSURE) {
+			give_back(ev[i].value);
 			continue;
 		}
 		if (!ev[i].watch)
@@ -722,20 +745,36 @@ static void register_fork_handlers(void)
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
+/*
+ * libfabric's parameter, which fi_info -e lists: FI_UMMUNOTIFY_MAX_WATCHES.
+ * Defined by the provider's init, inside fi_ini(), and else at the first
+ * start(): fi_ini() would drop (and leak) what a program's own import
+ * defined before it.  Where missing only: libfabric keeps duplicates.
+ */
+void umn_ofi__define_params(void)
+{
+	static pthread_mutex_t params_lock = PTHREAD_MUTEX_INITIALIZER;
+	int v;
+
+	pthread_mutex_lock(&params_lock);
+	if (fi_param_get_int(&umn_ofi__prov, "max_watches", &v) == -FI_ENOENT)
+		fi_param_define(&umn_ofi__prov, "max_watches", FI_PARAM_INT,
+				"Ranges the ummunotify memory monitor watches at once, shared by every MR cache (1 to 16777216, default %u)",
+				DEFAULT_WATCHES);
+	pthread_mutex_unlock(&params_lock);
+}
+
 static uint32_t max_watches(void)
 {
-	const char *s = getenv("FI_UMMUNOTIFY_MAX_WATCHES");
-	unsigned long v;
-	char *end;
+	int v;
 
-	if (!s || !*s)
+	umn_ofi__define_params();
+	if (fi_param_get_int(&umn_ofi__prov, "max_watches", &v) != FI_SUCCESS)
 		return DEFAULT_WATCHES;
-	errno = 0;
-	v = strtoul(s, &end, 0);
-	if (errno || *end || v < 1 || v > (1UL << 24)) {
+	if (v < 1 || v > (1 << 24)) {
 		FI_WARN(&umn_ofi__prov, FI_LOG_MR,
-			"FI_UMMUNOTIFY_MAX_WATCHES=%s is not 1 to 16777216: using %u\n",
-			s, DEFAULT_WATCHES);
+			"FI_UMMUNOTIFY_MAX_WATCHES=%d is not 1 to 16777216: using %u\n",
+			v, DEFAULT_WATCHES);
 		return DEFAULT_WATCHES;
 	}
 	return (uint32_t)v;

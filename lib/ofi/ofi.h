@@ -26,6 +26,9 @@ struct fid_mem_monitor *umn_ofi__monitor(void);
 void umn_ofi__close(void);
 void umn_ofi__fini(void);
 
+/* Define FI_UMMUNOTIFY_MAX_WATCHES, once, for fi_info -e and the monitor. */
+void umn_ofi__define_params(void);
+
 /* 0 if /dev/ummunotify opens, or -ENODEV (no node), open()'s -errno. */
 int umn_ofi__have_device(void);
 

@@ -103,7 +103,10 @@ FI_EXT_INI
 	const char *want = getenv("FI_MR_CACHE_MONITOR");
 	bool asked = umn_ofi__asked();
 	static bool said;
-	int ret = umn_ofi_import();
+	int ret;
+
+	umn_ofi__define_params();
+	ret = umn_ofi_import();
 
 	if (!ret) {
 		if (want && *want && !asked)

@@ -93,6 +93,10 @@ for dir in "$root/lib/libfabric" "$build/ofi"; do
 	echo "$out" | grep -q 'ummunotify:mr:.*not imported (no /dev/ummunotify)' ||
 		fail "libfabric did not load the provider from $dir: no word from it"
 done
+# Its parameter is libfabric's, which fi_info -e lists.
+FI_PROVIDER_PATH=$root/lib/libfabric without_device fi_info -e 2>/dev/null |
+	grep -q '^# FI_UMMUNOTIFY_MAX_WATCHES: Integer' ||
+	fail "fi_info -e does not list FI_UMMUNOTIFY_MAX_WATCHES"
 list=$(FI_PROVIDER_PATH=$root/lib/libfabric without_device fi_info -l \
 	2>/dev/null) || true
 case $list in

@@ -492,6 +492,29 @@ static void test_a_failed_thread_drops_every_entry(void)
 	stop();
 }
 
+/*
+ * The kernel asks for memory back: the watches least recently found
+ * valid are retired, and their ranges notified (libfabric deregisters
+ * what relied on them), until they add up to what was asked.  Before,
+ * the monitor dropped the request.  Not on the device: see backend.h.
+ */
+static void test_pressure_gives_back_the_coldest_ranges(void)
+{
+	uint64_t before = stats().pressure;
+	unsigned int first = notified_count();
+
+	CHECK_EQ(m->export_ops->start(m), 0);
+	CHECK_EQ(sub(70, 1), 0);
+	CHECK_EQ(sub(72, 1), 0);
+	CHECK_EQ(sub(74, 1), 0);
+	if (pressure(2 * PAGE)) {
+		WAIT_FOR(stats().pressure > before && stats().watches == 1);
+		CHECK_EQ(notified_since(first, 70) + notified_since(first, 72) +
+			 notified_since(first, 74), 2);
+	}
+	stop();
+}
+
 /* The thread cannot be created: start() fails. */
 static void test_a_thread_that_cannot_start_fails_start(void)
 {
@@ -846,6 +869,7 @@ int main(void)
 	test_a_child_without_a_thread_keeps_the_parents_watch();
 #endif
 	test_a_failed_thread_drops_every_entry();
+	test_pressure_gives_back_the_coldest_ranges();
 	test_a_thread_that_cannot_start_fails_start();
 #ifndef __SANITIZE_THREAD__
 	test_fork_during_notify();
