@@ -93,6 +93,41 @@ for dir in "$root/lib/libfabric" "$build/ofi"; do
 	echo "$out" | grep -q 'ummunotify:mr:.*not imported (no /dev/ummunotify)' ||
 		fail "libfabric did not load the provider from $dir: no word from it"
 done
+# A program with libfabric.a linked in statically loads the provider,
+# whose DT_NEEDED brings in libfabric.so.1, a second libfabric: the
+# import would go there, where no cache of the program's looks.  The
+# provider says so (FI_LOG_LEVEL) and stays out.  libfabric.a's own
+# dependencies are linked as the files the loader finds (no -dev links).
+cat >"$build/static-libfabric.c" <<'C'
+#include <rdma/fabric.h>
+
+int main(void)
+{
+	struct fi_info *info = NULL;
+
+	fi_getinfo(FI_VERSION(1, 13), NULL, NULL, 0, NULL, &info);
+	fi_freeinfo(info);
+	return 0;
+}
+C
+libdir=$(PKG_CONFIG_SYSROOT_DIR='' pkg-config --variable=libdir libfabric)
+[ -e "$libdir/libfabric.a" ] || fail "no $libdir/libfabric.a (libfabric-dev)"
+set -- "$libdir/libfabric.a"
+for l in $(PKG_CONFIG_SYSROOT_DIR='' pkg-config --static --libs-only-l libfabric); do
+	[ "$l" = -lfabric ] && continue
+	f=$l
+	for c in "$libdir/lib${l#-l}.so" "$libdir/lib${l#-l}.so".*; do
+		[ -e "$c" ] && { f=$c; break; }
+	done
+	set -- "$@" "$f"
+done
+${CC:-cc} -o "$build/static-libfabric" "$build/static-libfabric.c" "$@" ||
+	fail "cannot link a program with libfabric.a"
+out=$(FI_LOG_LEVEL=warn FI_PROVIDER_PATH=$root/lib/libfabric without_device \
+	"$build/static-libfabric" 2>&1) || fail "the program failed: $out"
+echo "$out" | grep -q 'not imported: the libfabric in .*static-libfabric loaded the provider, which imports into another one' ||
+	fail "libfabric.a loaded the provider, which did not say so: $out"
+
 # Its parameter is libfabric's, which fi_info -e lists.
 FI_PROVIDER_PATH=$root/lib/libfabric without_device fi_info -e 2>/dev/null |
 	grep -q '^# FI_UMMUNOTIFY_MAX_WATCHES: Integer' ||
