@@ -153,15 +153,33 @@ void umn__pull(struct umn *u);
  * ABI the kernel's counter is loaded first, and the library called only
  * when it moved.  Thread-safe; never blocks for long.  The atomic loads
  * of w's fields are for umn_watch_all(), which umn_drain() moves on.
+ *
+ * Ordering, for weakly ordered CPUs (arm64, POWER), each acquire named
+ * with the release it pairs with:
+ * - pull_counter: umn__emulated_setup()'s release, after pulled and the
+ *   words of a (forked child's) reopen;
+ * - *counter: none; the kernel moves it and queues the report under one
+ *   hold of its lock, which a pull's read() takes after loading it;
+ * - pulled: emulated_pull_locked()'s release, after it bumped the words
+ *   of every report the counter value had shown.  A relaxed load here let
+ *   a reader see the new pulled with an old word, and skip the pull: a
+ *   range read valid after munmap() returned;
+ * - *word: the kernel's release of it (native), or umn__report()'s
+ *   (2010 ABI);
+ * - w->word, w->generation: unordered against each other; a mix of old
+ *   and new never matches (generations are never reused), so it can only
+ *   read invalid.
+ * Binaries built against an older copy of this header inline the relaxed
+ * load of pulled: rebuild them for weakly ordered CPUs.
  */
 static inline bool umn_valid(struct umn *u, const struct umn_watch *w)
 {
 	struct umn__fast *f = (struct umn__fast *)u;
 	const uint64_t *counter = __atomic_load_n(&f->pull_counter,
-						  __ATOMIC_RELAXED);
+						  __ATOMIC_ACQUIRE);
 
 	if (counter && __atomic_load_n(counter, __ATOMIC_ACQUIRE) !=
-		       __atomic_load_n(&f->pulled, __ATOMIC_RELAXED))
+		       __atomic_load_n(&f->pulled, __ATOMIC_ACQUIRE))
 		umn__pull(u);
 	return __atomic_load_n(__atomic_load_n(&w->word, __ATOMIC_RELAXED),
 			       __ATOMIC_ACQUIRE) ==
@@ -180,6 +198,7 @@ static inline bool umn_changed(struct umn *u)
 	const uint64_t *consumed = __atomic_load_n(&f->consumed,
 						   __ATOMIC_RELAXED);
 
+	/* A hint: umn_drain() takes the lock, which orders what it reads. */
 	return __atomic_load_n(produced, __ATOMIC_ACQUIRE) !=
 	       __atomic_load_n(consumed, __ATOMIC_RELAXED);
 }

@@ -57,6 +57,7 @@
 #include <unistd.h>
 
 #include <rdma/fabric.h>
+#include <rdma/fi_errno.h>
 #include <rdma/fi_ext.h>
 #include <rdma/providers/fi_log.h>
 
@@ -128,17 +129,18 @@ static struct monitor {
 	uint32_t queued;
 	struct retiring *batch;		/* the thread's copy of the queue */
 
-	pthread_t thread;
+	pthread_t thread;		/* the newest */
 	int kick_fd;			/* eventfd: work queued, or stop */
 	bool wanted;			/* between start() and stop() */
-	bool alive;			/* joinable (not in a child) */
-	bool stopping;
+	bool alive;			/* thread joinable (not in a child) */
+	bool current;			/* thread runs for this generation */
+	uint64_t gen;			/* moves on at each stop() */
 
 	pthread_mutex_t notify_lock;	/* the thread, in notify() */
 
 	pthread_mutex_t import_lock;
 	bool imported;
-	bool close_pending;		/* closed while a cache was active */
+	bool fini;			/* fi_fini() ran while a cache was active */
 
 	struct umn_ofi_stats stats;
 } mon = {
@@ -188,6 +190,14 @@ static struct mon_watch *index_find(uint64_t addr, uint64_t len)
 	return NULL;
 }
 
+/*
+ * The sequence count's pairings (C11's seqlock): seq_begin()'s release
+ * fence, before the index and watch stores, pairs with mon_valid()'s
+ * acquire fence, after its loads of them: a reader that saw one of them
+ * rereads an odd or newer seq.  seq_end()'s release store pairs with
+ * mon_valid()'s acquire load of seq: a reader that starts at it sees
+ * every store before it.
+ */
 static void seq_begin(void)
 {
 	WRITE_ONCE(mon.seq, mon.seq + 1);
@@ -271,8 +281,8 @@ static void retire(struct mon_watch *mw, uint64_t start, uint64_t end)
 	kick();
 }
 
-/* lock held: retire the watch least recently found valid. */
-static void recycle(void)
+/* lock held: retire the watch least recently found valid: it, or NULL. */
+static struct mon_watch *recycle(void)
 {
 	struct mon_watch *mw;
 	struct mon_meta *m;
@@ -290,8 +300,26 @@ static void recycle(void)
 		}
 		retire(mw, mw->addr, mw->addr + mw->len);
 		stat_add(recycled, 1);
-		return;
+		return mw;
 	}
+	return NULL;
+}
+
+/*
+ * lock held: the kernel asks for bytes of memory back (0: all it can).
+ * libfabric's caches pin what they registered, and notify() is the one
+ * way to make them let go: retire the watches least recently found
+ * valid until their ranges add up to what was asked, and libfabric
+ * deregisters the entries that relied on them.
+ */
+static void give_back(uint64_t bytes)
+{
+	uint64_t given = 0;
+	struct mon_watch *mw;
+
+	stat_add(pressure, 1);
+	while ((!bytes || given < bytes) && (mw = recycle()))
+		given += mw->len;
 }
 
 /* lock held: a new watch of [addr, addr + len). */
@@ -349,11 +377,19 @@ static int mon_subscribe(struct fid_mem_monitor *monitor, const void *addr,
 	 * or after it failed, no range is cached.  libfabric calls start()
 	 * first, which opens the handle.
 	 */
-	if (mon.wanted && !mon.alive && !mon.failed)
+	if (mon.wanted && !mon.current && !mon.failed)
 		thread_start();
 	mw = mon.u ? index_find(start, len) : NULL;
 	m = mw ? meta(mw) : NULL;
-	if (!mon.u || mon.failed || (mon.wanted && !mon.alive)) {
+	if (!mon.u || mon.failed || (mon.wanted && !mon.current)) {
+		/*
+		 * A parent's watch, in a child whose thread did not start:
+		 * retired, so that the unsubscribe() that follows (2.1) does
+		 * not free it while another cache's entry relies on it being
+		 * found invalid.  The thread, once it starts, notifies it.
+		 */
+		if (m && m->state == W_FORKED)
+			retire(mw, start, start + len);
 		ret = -EIO;
 	} else if (!mw) {
 		ret = watch_new(start, len);
@@ -407,6 +443,11 @@ static bool mon_valid(struct fid_mem_monitor *monitor, const void *addr,
 	uint64_t seq;
 
 	(void)monitor;
+	/*
+	 * Relaxed: a stale false is no worse than a hit read just before the
+	 * thread failed; the watch still says what changed until it is
+	 * unwatched, which the sequence count shows.
+	 */
 	if (READ_ONCE(mon.failed))
 		return false;
 	do {
@@ -454,6 +495,10 @@ static void take_events(const struct umn_event *ev, int n)
 			rescan();
 			continue;
 		}
+		if (ev[i].cause == UMN_CAUSE_PRESSURE) {
+			give_back(ev[i].value);
+			continue;
+		}
 		if (!ev[i].watch)
 			continue;
 		mw = (struct mon_watch *)((char *)ev[i].watch -
@@ -475,7 +520,7 @@ static int by_start(const void *a, const void *b)
  * Pass the retired watches' ranges to notify(), merged where they touch
  * (every call takes libfabric's locks), then free the watches.
  */
-static void run_retirements(void)
+static void run_retirements(uint64_t gen)
 {
 	uint32_t i, j, n;
 	bool stopping;
@@ -499,10 +544,11 @@ static void run_retirements(void)
 		/*
 		 * Once stop() ran no cache is on libfabric's list, and the
 		 * mm_list_rwlock notify() takes may be held by a domain
-		 * open that waits for the lock stop()'s caller holds.
+		 * open that waits for the lock stop()'s caller holds.  Once
+		 * fi_fini() ran, notify()'s locks are destroyed.
 		 */
 		pthread_mutex_lock(&mon.lock);
-		stopping = mon.stopping;
+		stopping = mon.gen != gen || mon.fini;
 		pthread_mutex_unlock(&mon.lock);
 		if (stopping)
 			continue;
@@ -515,7 +561,7 @@ static void run_retirements(void)
 
 	/* Once stopping, stop() freed every watch. */
 	pthread_mutex_lock(&mon.lock);
-	for (i = 0; i < n && !mon.stopping; i++)
+	for (i = 0; i < n && mon.gen == gen; i++)
 		watch_free(&mon.watches[mon.batch[i].n]);
 	pthread_mutex_unlock(&mon.lock);
 }
@@ -525,7 +571,7 @@ static void run_retirements(void)
  * changed.  Drop every entry that relies on a watch, and cache nothing
  * more until the last cache stops.
  */
-static void *thread_failed(const char *what, int err)
+static void *thread_failed(const char *what, int err, uint64_t gen)
 {
 	static bool said;
 	struct mon_watch *mw;
@@ -540,69 +586,107 @@ static void *thread_failed(const char *what, int err)
 	if (!__atomic_exchange_n(&said, true, __ATOMIC_RELAXED))
 		umn_ofi__say("the ummunotify monitor's thread stopped (%s: %s): registrations are not cached until every domain is closed",
 			     what, strerror(err));
-	run_retirements();
+	run_retirements(gen);
 	return NULL;
 }
 
-static void *mon_thread(void *arg)
+/* A thread's start: its generation, and the stopped thread it joins. */
+struct thread_arg {
+	pthread_t prev;
+	bool has_prev;
+	uint64_t gen;
+};
+
+static void *mon_thread(void *p)
 {
+	struct thread_arg arg = *(struct thread_arg *)p;
 	struct umn_event events[EVENT_BATCH];
 	struct pollfd pfd[2];
 	uint64_t count;
 	bool stopping;
 	int n;
 
-	(void)arg;
+	free(p);
+	/*
+	 * Here, holding no lock of libfabric's: its start() and stop() hold
+	 * mm_state_lock, which a domain open holding mm_list_rwlock, which
+	 * the stopped thread may wait for in notify(), may be waiting for.
+	 * Work queued meanwhile waits; valid() reads the kernel's words.
+	 */
+	if (arg.has_prev)
+		pthread_join(arg.prev, NULL);
 	for (;;) {
-		/* A batch at a time; in a forked child this reopens first. */
+		/*
+		 * A batch at a time; in a forked child this reopens first.
+		 * Once stopped, the events are the next thread's.
+		 */
 		do {
 			pthread_mutex_lock(&mon.lock);
-			n = umn_read_events(mon.u, events, EVENT_BATCH);
+			stopping = mon.gen != arg.gen;
+			n = stopping ? 0 :
+			    umn_read_events(mon.u, events, EVENT_BATCH);
 			if (n > 0)
 				take_events(events, n);
-			stopping = mon.stopping;
 			pthread_mutex_unlock(&mon.lock);
 		} while (n == EVENT_BATCH && !stopping);
 		if (stopping)
 			return NULL;
 		if (n < 0)
-			return thread_failed("reading events", -n);
-		run_retirements();
+			return thread_failed("reading events", -n, arg.gen);
+		run_retirements(arg.gen);
 
 		pfd[0] = (struct pollfd){ .fd = umn_fd(mon.u), .events = POLLIN };
 		pfd[1] = (struct pollfd){ .fd = mon.kick_fd, .events = POLLIN };
 		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
-			return thread_failed("poll", errno);
+			return thread_failed("poll", errno, arg.gen);
 		if (pfd[0].revents & (POLLERR | POLLHUP | POLLNVAL))
-			return thread_failed("the device", EIO);
+			return thread_failed("the device", EIO, arg.gen);
 		if ((pfd[1].revents & POLLIN) &&
 		    read(mon.kick_fd, &count, sizeof(count)) < 0 &&
 		    errno != EAGAIN)
-			return thread_failed("the wakeup eventfd", errno);
+			return thread_failed("the wakeup eventfd", errno,
+					     arg.gen);
 	}
 }
 
-/* lock held. */
+/*
+ * lock held: a thread for this generation, which first joins the
+ * previous one if that was stopped and not joined yet.  One eventfd
+ * serves them all: a kick the stopped one read, the new one's first
+ * round covers.
+ */
 static int thread_start(void)
 {
+	struct thread_arg *arg = malloc(sizeof(*arg));
 	sigset_t all, old;
+	pthread_t t;
 	int ret;
 
-	mon.kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (!arg)
+		return -ENOMEM;
 	if (mon.kick_fd < 0)
+		mon.kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (mon.kick_fd < 0) {
+		free(arg);
 		return -errno;
-	mon.stopping = false;
+	}
+	*arg = (struct thread_arg){
+		.prev = mon.thread,
+		.has_prev = mon.alive,
+		.gen = mon.gen,
+	};
 	/* The application's signals are not for this thread. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	ret = pthread_create(&mon.thread, NULL, mon_thread, NULL);
+	ret = pthread_create(&t, NULL, mon_thread, arg);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (ret) {
-		close(mon.kick_fd);
-		mon.kick_fd = -1;
+		free(arg);
 		return -ret;
 	}
+	mon.thread = t;
 	mon.alive = true;
+	mon.current = true;
 	return 0;
 }
 
@@ -645,7 +729,7 @@ static void fork_child(void)
 		close(mon.kick_fd);
 	mon.kick_fd = -1;
 	mon.alive = false;
-	mon.stopping = false;
+	mon.current = false;
 	mon.queued = 0;
 	for (mw = mon.watches; mw < mon.watches + mon.max; mw++)
 		if (mw->len)
@@ -661,20 +745,36 @@ static void register_fork_handlers(void)
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
+/*
+ * libfabric's parameter, which fi_info -e lists: FI_UMMUNOTIFY_MAX_WATCHES.
+ * Defined by the provider's init, inside fi_ini(), and else at the first
+ * start(): fi_ini() would drop (and leak) what a program's own import
+ * defined before it.  Where missing only: libfabric keeps duplicates.
+ */
+void umn_ofi__define_params(void)
+{
+	static pthread_mutex_t params_lock = PTHREAD_MUTEX_INITIALIZER;
+	int v;
+
+	pthread_mutex_lock(&params_lock);
+	if (fi_param_get_int(&umn_ofi__prov, "max_watches", &v) == -FI_ENOENT)
+		fi_param_define(&umn_ofi__prov, "max_watches", FI_PARAM_INT,
+				"Ranges the ummunotify memory monitor watches at once, shared by every MR cache (1 to 16777216, default %u)",
+				DEFAULT_WATCHES);
+	pthread_mutex_unlock(&params_lock);
+}
+
 static uint32_t max_watches(void)
 {
-	const char *s = getenv("FI_UMMUNOTIFY_MAX_WATCHES");
-	unsigned long v;
-	char *end;
+	int v;
 
-	if (!s || !*s)
+	umn_ofi__define_params();
+	if (fi_param_get_int(&umn_ofi__prov, "max_watches", &v) != FI_SUCCESS)
 		return DEFAULT_WATCHES;
-	errno = 0;
-	v = strtoul(s, &end, 0);
-	if (errno || *end || v < 1 || v > (1UL << 24)) {
+	if (v < 1 || v > (1 << 24)) {
 		FI_WARN(&umn_ofi__prov, FI_LOG_MR,
-			"FI_UMMUNOTIFY_MAX_WATCHES=%s is not 1 to 16777216: using %u\n",
-			s, DEFAULT_WATCHES);
+			"FI_UMMUNOTIFY_MAX_WATCHES=%d is not 1 to 16777216: using %u\n",
+			v, DEFAULT_WATCHES);
 		return DEFAULT_WATCHES;
 	}
 	return (uint32_t)v;
@@ -733,10 +833,12 @@ static int mon_open(void)
 
 /*
  * Nothing relies on any watch, the next start() starts afresh.
- * libfabric calls stop() holding its mm_state_lock, which a domain open
- * holding mm_list_rwlock for writing may be waiting for, while the
- * thread waits for that rwlock in notify(): stop() does not wait for the
- * thread, which then notifies and frees nothing more.
+ * libfabric calls start() and stop() holding its mm_state_lock, which a
+ * domain open holding mm_list_rwlock for writing may be waiting for,
+ * while the thread waits for that rwlock in notify(): neither waits for
+ * the thread.  stop() moves the generation on, and the stopped thread
+ * then notifies and frees nothing more; the next thread joins it.  A
+ * failed thread has stopped already: the next start() starts afresh.
  */
 static void mon_stop_thread(void)
 {
@@ -744,12 +846,12 @@ static void mon_stop_thread(void)
 
 	pthread_mutex_lock(&mon.lock);
 	mon.wanted = false;
-	if (mon.alive) {
-		mon.stopping = true;
+	if (mon.current) {
+		mon.gen++;
+		mon.current = false;
 		kick();
-	} else {
-		WRITE_ONCE(mon.failed, false);
 	}
+	WRITE_ONCE(mon.failed, mon.fini);
 	for (mw = mon.watches; mw < mon.watches + mon.max; mw++)
 		if (mw->len)
 			watch_free(mw);
@@ -758,28 +860,24 @@ static void mon_stop_thread(void)
 	WRITE_ONCE(mon.stats.started, false);
 }
 
-/*
- * Join a stopped thread, at start() (add_cache released mm_list_rwlock
- * before) and at the import's close; open_lock makes them take turns.
- */
+/* At the import's close, after mon_stop_thread(): join the last thread. */
 static void mon_reap(void)
 {
-	bool stopped;
+	pthread_t thread;
+	bool alive;
 
-	pthread_mutex_lock(&mon.open_lock);
 	pthread_mutex_lock(&mon.lock);
-	stopped = mon.alive && mon.stopping;
+	alive = mon.alive;
+	thread = mon.thread;
+	mon.alive = false;
 	pthread_mutex_unlock(&mon.lock);
-	if (stopped) {
-		pthread_join(mon.thread, NULL);
-		pthread_mutex_lock(&mon.lock);
-		close(mon.kick_fd);
-		mon.kick_fd = -1;
-		mon.alive = false;
-		WRITE_ONCE(mon.failed, false);
-		pthread_mutex_unlock(&mon.lock);
-	}
-	pthread_mutex_unlock(&mon.open_lock);
+	if (!alive)
+		return;
+	pthread_join(thread, NULL);
+	pthread_mutex_lock(&mon.lock);
+	close(mon.kick_fd);
+	mon.kick_fd = -1;
+	pthread_mutex_unlock(&mon.lock);
 }
 
 static int mon_start(struct fid_mem_monitor *monitor)
@@ -788,14 +886,13 @@ static int mon_start(struct fid_mem_monitor *monitor)
 	int ret;
 
 	(void)monitor;
-	mon_reap();
 	pthread_mutex_lock(&mon.open_lock);
 	ret = mon.u ? 0 : mon_open();
 	pthread_mutex_unlock(&mon.open_lock);
 	if (!ret) {
 		pthread_once(&fork_once, register_fork_handlers);
 		pthread_mutex_lock(&mon.lock);
-		ret = mon.failed ? -EIO : mon.alive ? 0 : thread_start();
+		ret = mon.failed ? -EIO : mon.current ? 0 : thread_start();
 		mon.wanted = !ret;
 		pthread_mutex_unlock(&mon.lock);
 	}
@@ -812,29 +909,17 @@ static int mon_start(struct fid_mem_monitor *monitor)
 	return 0;
 }
 
-/* import_lock held. */
-static void close_import(void)
-{
-	fi_close(&mon.fid.fid);
-	mon.imported = false;
-	mon.close_pending = false;
-	WRITE_ONCE(mon.stats.imported, false);
-}
-
-/* The last cache is gone: nothing relies on any watch. */
+/*
+ * The last cache is gone: nothing relies on any watch.  The import is
+ * never closed here: libfabric 1.21 and later call stop() holding
+ * mm_state_lock, which their close of an import takes.
+ */
 static void mon_stop(struct fid_mem_monitor *monitor)
 {
 	(void)monitor;
 	mon_stop_thread();
 	FI_INFO(&umn_ofi__prov, FI_LOG_MR,
 		"ummunotify memory monitor stopped\n");
-	pthread_mutex_lock(&mon.import_lock);
-	if (mon.close_pending) {
-		/* After fi_fini(): no domain opens now, nothing starts again. */
-		mon_reap();
-		close_import();
-	}
-	pthread_mutex_unlock(&mon.import_lock);
 }
 
 struct fid_mem_monitor *umn_ofi__monitor(void)
@@ -897,32 +982,56 @@ int umn_ofi_import(void)
 }
 
 /*
- * libfabric's fi_fini() and our destructor close the import, in either
- * order, and an application may close its last domain after both (from a
- * handler atexit() ran after the destructors, or a thread still running).
- * libfabric then still calls the monitor: while a cache uses it, it stays
- * imported and running, and its last stop() closes it.
+ * Our destructor, then libfabric's fi_fini() (the provider's cleanup),
+ * close the import when no cache uses the monitor.  A domain may close
+ * after either: the plugin's destructor that glibc runs between the two,
+ * an atexit() handler that runs after both, a thread still running.
+ * libfabric then still calls the monitor, through the import: it stays
+ * imported.  After our destructor it keeps working, and fi_fini() closes
+ * it once the last cache stopped.  After fi_fini() nothing closes it (the
+ * close takes libfabric's mm_state_lock, destroyed from then on, as are
+ * the locks notify() takes): it fails safe, refusing every hit and
+ * subscription and notifying nothing, until the process ends.
  */
-void umn_ofi__close(void)
+static void close_import(bool fini)
 {
 	bool active;
 
 	pthread_mutex_lock(&mon.import_lock);
-	if (mon.imported) {
-		pthread_mutex_lock(&mon.lock);
-		active = mon.wanted;
-		pthread_mutex_unlock(&mon.lock);
-		if (active) {
-			mon.close_pending = true;
-			FI_INFO(&umn_ofi__prov, FI_LOG_MR,
-				"a cache still uses the ummunotify memory monitor: its last stop() closes the import\n");
-		} else {
-			mon_stop_thread();
-			mon_reap();
-			close_import();
-		}
+	if (!mon.imported || mon.fini)
+		goto out;
+	pthread_mutex_lock(&mon.lock);
+	active = mon.wanted;
+	if (active && fini) {
+		mon.fini = true;
+		WRITE_ONCE(mon.failed, true);
 	}
+	pthread_mutex_unlock(&mon.lock);
+	if (active) {
+		FI_INFO(&umn_ofi__prov, FI_LOG_MR, "%s\n", fini ?
+			"fi_fini() while a cache uses the ummunotify memory monitor: it stays imported, caching nothing" :
+			"a cache still uses the ummunotify memory monitor: fi_fini() closes the import");
+		goto out;
+	}
+	mon_stop_thread();
+	mon_reap();
+	fi_close(&mon.fid.fid);
+	mon.imported = false;
+	WRITE_ONCE(mon.stats.imported, false);
+	FI_INFO(&umn_ofi__prov, FI_LOG_MR,
+		"closed the ummunotify memory monitor's import\n");
+out:
 	pthread_mutex_unlock(&mon.import_lock);
+}
+
+void umn_ofi__close(void)
+{
+	close_import(false);
+}
+
+void umn_ofi__fini(void)
+{
+	close_import(true);
 }
 
 void umn_ofi_stats(struct umn_ofi_stats *stats, size_t size)

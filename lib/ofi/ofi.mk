@@ -12,8 +12,9 @@
 #			TSan), against the host's libfabric and the test
 #			double, and the installed library
 # guest-tests		also $(O)/tests/ofi-monitor (the host test on the real
-#			device), ofi-stale (the stale-data tests) and, where
-#			mpicc is, mpi-remap (the MPI job)
+#			device), ofi-stale (the stale-data tests), ofi-exit
+#			(a domain closed at exit) and, where mpicc is,
+#			mpi-remap (the MPI job)
 # install		also the library, header, pkg-config file, man pages,
 #			and the provider link in OFI_PROVDIR: by default the
 #			directory the installed libfabric loads providers
@@ -39,8 +40,21 @@ else
 OFI_PROVDIR	?= $(LIBDIR)/libfabric
 endif
 # Never unloaded: the fork handlers and the function pointers libfabric
-# holds must outlive libfabric's dlclose() of the provider.
-OFI_LDFLAGS	:= -Wl,-z,nodelete -Wl,-z,defs
+# holds must outlive libfabric's dlclose() of the provider.  A run path
+# for libummunotify.so.1, which libfabric's dlopen() of the provider
+# needs wherever the loader does not look, and whose failure libfabric
+# does not log (but in debug builds): the library's directory, $ORIGIN
+# for the library, $ORIGIN/.. for the provider link in a directory
+# beside it ($(LIBDIR)/libfabric, libfabric's own provider directory,
+# ofi/ in the build tree).  glibc takes $ORIGIN from the path it opened:
+# the link's.
+OFI_LDFLAGS	:= -Wl,-z,nodelete -Wl,-z,defs -Wl,--enable-new-dtags \
+		   -Wl,-rpath,'$$ORIGIN:$$ORIGIN/..'
+# The provider link's directory is LIBDIR, or beside it: the run path
+# finds the library, as the loader does in /lib and /usr/lib; else
+# install-ofi warns unless ld.so.conf names LIBDIR.
+OFI_FOUND	= $(filter $(LIBDIR),$(OFI_PROVDIR) /lib /usr/lib \
+			   $(patsubst %/,%,$(dir $(OFI_PROVDIR))))
 
 .PHONY: install-ofi
 all: $(OFI_LIBS) $(OFI_PROV)
@@ -76,6 +90,8 @@ install-ofi: $(OFI_LIBS) $(OFI_PROV)
 	install -d $(DESTDIR)$(OFI_PROVDIR)
 	ln -sfn $(if $(filter $(LIBDIR)/libfabric,$(OFI_PROVDIR)),..,$(LIBDIR))/$(OFI_SONAME) \
 		$(DESTDIR)$(OFI_PROVDIR)/libummunotify-fi.so
+	$(if $(OFI_FOUND),,@/sbin/ldconfig -N -v 2>/dev/null | \
+		grep -q '^$(LIBDIR):' || echo "install-ofi: WARNING: libfabric cannot load $(OFI_PROVDIR)/libummunotify-fi.so: neither its run path nor the loader finds $(LIBDIR)/libummunotify.so.1; install with OFI_PROVDIR=$(LIBDIR)/libfabric, or add $(LIBDIR) to /etc/ld.so.conf.d" >&2)
 	install -d $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(MANDIR)/man3 \
 		$(DESTDIR)$(MANDIR)/man7
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' \
@@ -89,12 +105,13 @@ install-ofi: $(OFI_LIBS) $(OFI_PROV)
 # double for the device (umn_open() and the device's presence wrapped at
 # link time), against the host's libfabric; plain, under ASan and UBSan,
 # and TSan.  ofi-monitor: the same tests on the real module, in a guest.
-# Both wrap umn_read_events(), to fail the monitor's thread.
+# Both wrap umn_read_events(), to fail the monitor's thread, and
+# pthread_create(), to fail its start.
 MON_TEST_SRCS	:= tests/ofi/test-monitor.c ofi/monitor.c ofi/provider.c \
 		   $(SRCS:%=src/%)
 MON_TEST_DEPS	:= $(MON_TEST_SRCS) tests/ofi/backend.h ofi/ofi.h $(OFI_HDR) \
 		   $(TEST_COMMON) $(wildcard src/*.h) include/ummunotify.h
-MON_WRAP	:= -Wl,--wrap=umn_read_events
+MON_WRAP	:= -Wl,--wrap=umn_read_events -Wl,--wrap=pthread_create
 MON_DOUBLE	:= tests/ofi/backend-double.c tests/double.c $(MON_WRAP) \
 		   -Wl,--wrap=umn_open -Wl,--wrap=umn_ofi__have_device \
 		   -lfabric $(LDLIBS)
@@ -152,6 +169,19 @@ $(O)/tests/ofi-stale: $(OFI_TEST_SRCS) tests/ofi/fab.h tests/ofi/late.h \
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(OFI_CFLAGS) -Itests/ofi $(LDFLAGS) -o $@ \
 		$(OFI_TEST_SRCS) -L$(O) -lummunotify-ofi -Wl,-rpath,$(O) \
 		-L$(O)/tests -lofi-late -Wl,-rpath,$(O)/tests -lfabric $(LDLIBS)
+
+# A plugin's domain closed by its destructor, while the program exits.
+guest-tests: $(O)/tests/ofi-exit
+
+$(O)/tests/libofi-exit-plugin.so: tests/ofi/ofi-exit-plugin.c tests/ofi/fab.c \
+				  tests/ofi/fab.h $(OFI_HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(OFI_CFLAGS) -Itests/ofi $(LDFLAGS) \
+		-shared -fPIC -o $@ $(filter %.c,$^) -lfabric $(LDLIBS)
+
+$(O)/tests/ofi-exit: tests/ofi/ofi-exit.c $(O)/tests/libofi-exit-plugin.so \
+		     $(OFI_LIBS) $(OFI_PROV)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< -lfabric $(LDLIBS)
 
 # The MPI job's program, built with the MPI's own compiler driver.
 MPICC		?= mpicc

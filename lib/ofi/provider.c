@@ -10,9 +10,10 @@
  * offers no fabric (fi_getinfo() never returns it) only if it did: then
  * "fi_info -l" lists ummunotify exactly when the monitor is in use.  At
  * fi_fini() the provider's cleanup closes the import, as libfabric
- * expects of an importer.
+ * expects of an importer (see umn_ofi__close()).
  */
-#define _GNU_SOURCE	/* O_CLOEXEC */
+#define _GNU_SOURCE	/* O_CLOEXEC, dladdr() */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -50,22 +51,50 @@ struct fi_provider umn_ofi__prov = {
 	.name = "ummunotify",
 	.getinfo = prov_getinfo,
 	.fabric = prov_fabric,
-	.cleanup = umn_ofi__close,
+	.cleanup = umn_ofi__fini,
 };
+
+bool umn_ofi__asked(void)
+{
+	const char *want = getenv("FI_MR_CACHE_MONITOR");
+
+	return want && !strcmp(want, "ummunotify");
+}
+
+/*
+ * unset: the libfabric this library logs through never set its log up
+ * (see FI_EXT_INI): then FI_LOG_LEVEL asks for stderr too.
+ */
+static void vsay(bool unset, const char *fmt, va_list ap)
+{
+	char msg[256];
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (!unset && fi_log_enabled(&umn_ofi__prov, FI_LOG_WARN, FI_LOG_MR))
+		FI_WARN(&umn_ofi__prov, FI_LOG_MR, "%s\n", msg);
+	else if (umn_ofi__asked() || (unset && getenv("FI_LOG_LEVEL")))
+		fprintf(stderr, "libfabric:%d:ummunotify:mr: %s\n",
+			(int)getpid(), msg);
+}
 
 void umn_ofi__say(const char *fmt, ...)
 {
-	char msg[256];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vsay(false, fmt, ap);
 	va_end(ap);
-	if (fi_log_enabled(&umn_ofi__prov, FI_LOG_WARN, FI_LOG_MR))
-		FI_WARN(&umn_ofi__prov, FI_LOG_MR, "%s\n", msg);
-	else
-		fprintf(stderr, "libfabric:%d:ummunotify:mr: %s\n",
-			(int)getpid(), msg);
+}
+
+static void say_unlogged(const char *fmt, ...)
+	__attribute__((format(printf, 1, 2)));
+static void say_unlogged(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsay(true, fmt, ap);
+	va_end(ap);
 }
 
 /*
@@ -91,12 +120,40 @@ int umn_ofi__have_device(void)
 	return 0;
 }
 
+/*
+ * Is the libfabric that calls the provider (at caller) the one its
+ * import goes to, the libfabric.so.1 this library links?  A program with
+ * libfabric.a linked in statically loads providers too, and the
+ * provider's DT_NEEDED then brings in a second libfabric, whose default
+ * monitor no cache of the program's uses (nor is its log set up).
+ */
+static bool loaded_by_our_libfabric(const void *caller, Dl_info *theirs)
+{
+	Dl_info ours;
+
+	if (!dladdr((const void *)(uintptr_t)fi_open, &ours) ||
+	    !dladdr(caller, theirs))
+		return true;	/* cannot tell */
+	return ours.dli_fbase == theirs->dli_fbase;
+}
+
 FI_EXT_INI
 {
 	const char *want = getenv("FI_MR_CACHE_MONITOR");
-	bool asked = want && !strcmp(want, "ummunotify");
+	bool asked = umn_ofi__asked();
 	static bool said;
-	int ret = umn_ofi_import();
+	Dl_info theirs;
+	int ret;
+
+	if (!loaded_by_our_libfabric(__builtin_return_address(0), &theirs)) {
+		say_unlogged("%sthe ummunotify memory monitor is not imported: the libfabric in %s loaded the provider, which imports into another one (libfabric.a linked statically?)",
+			     asked ? "FI_MR_CACHE_MONITOR=ummunotify, but " : "",
+			     theirs.dli_fname && *theirs.dli_fname ?
+			     theirs.dli_fname : "the program");
+		return NULL;
+	}
+	umn_ofi__define_params();
+	ret = umn_ofi_import();
 
 	if (!ret) {
 		if (want && *want && !asked)
@@ -126,7 +183,7 @@ FI_EXT_INI
 	return NULL;
 }
 
-/* A program that imported it itself: closed before libfabric's fi_fini(). */
+/* Before libfabric's fi_fini(), which a program that imported it may lack. */
 __attribute__((destructor)) static void close_at_exit(void)
 {
 	umn_ofi__close();

@@ -155,6 +155,11 @@ static bool entry_get(struct umn_entry *e)
 {
 	uint64_t state = READ_ONCE(e->state);
 
+	/*
+	 * Acquire: pairs with the release of state in entry_insert() (or
+	 * cache_miss()'s uncached one), after the entry's range, watch and
+	 * pub were written; other users' RMWs continue that release sequence.
+	 */
 	do {
 		if (state & ENTRY_RETIRED)
 			return false;
@@ -195,6 +200,7 @@ static struct umn_entry *entry_alloc(struct umn_cache *c)
 	struct umn_entry *e;
 	int i;
 
+	/* Acquire: pairs with entry_free()'s release (the links). */
 	if (!c->free)
 		c->free = __atomic_exchange_n(&c->returned, NULL,
 					      __ATOMIC_ACQUIRE);
@@ -341,7 +347,10 @@ static bool entry_retire_idle(struct umn_cache *c, struct umn_entry *e,
 {
 	uint64_t idle = 0;
 
-	/* Claimed with the same CAS a lockless get races against. */
+	/*
+	 * Claimed with the same CAS a lockless get races against.  Acquire:
+	 * pairs with the last umn_cache_put()'s release (its accesses done).
+	 */
 	if (!__atomic_compare_exchange_n(&e->state, &idle, ENTRY_RETIRED,
 					 false, __ATOMIC_ACQUIRE,
 					 __ATOMIC_RELAXED))
@@ -490,6 +499,7 @@ static bool entry_hit(struct umn_cache *c, struct umn_entry *e, uint64_t lo,
 static struct umn_entry *find_lockless(struct umn_cache *c, uint64_t lo,
 				       uint64_t hi)
 {
+	/* Acquire: pairs with hash_grow()'s and hash_add()'s releases. */
 	struct umn_hash *h = load_acquire(c->hash);
 	struct itree_node *node;
 	struct umn_entry *e;
@@ -836,7 +846,11 @@ int umn_cache_get(struct umn_cache *c, const void *addr, size_t len,
 void umn_cache_put(struct umn_cache *c, struct umn_cache_entry *pub)
 {
 	struct umn_entry *e = container_of(pub, struct umn_entry, pub);
-	/* Acquire too: the last put sees every user's accesses. */
+	/*
+	 * Release: pairs with the retirer's acquire (entry_retire(),
+	 * entry_retire_idle()); acquire too: the last put sees every user's
+	 * accesses.
+	 */
 	uint64_t state = __atomic_sub_fetch(&e->state, 1, __ATOMIC_ACQ_REL);
 	struct umn_entry *victims = NULL;
 

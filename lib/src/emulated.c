@@ -87,6 +87,7 @@ void umn__report(struct umn *u, uint64_t cookie, uint64_t start,
 	s = &u->slots[i];
 	if (!s->watch || s->cookie != cookie)
 		return;
+	/* Release: pairs with umn_valid()'s acquire of the word. */
 	store_release(u->gens[i], ++u->next_gen);
 	if (s->watch == &u->all) {
 		record_append(u, start, end, cause);
@@ -134,13 +135,19 @@ static void emulated_lose_all(struct umn *u)
 /* pull_lock held. */
 static void emulated_pull_locked(struct umn *u)
 {
+	/*
+	 * Acquire: pull()'s read() comes after.  The kernel moves the counter
+	 * (relaxed) and queues the report under one hold of its file lock,
+	 * which that read() takes: it gets every report the value counted.
+	 */
 	uint64_t counter = load_acquire(*u->counter);
 
 	if (counter == READ_ONCE(u->fast.pulled))
 		return;
 	if (u->source->pull(u))
 		emulated_lose_all(u);
-	WRITE_ONCE(u->fast.pulled, counter);
+	/* Release: pairs with umn_valid()'s acquire of pulled (the words). */
+	store_release(u->fast.pulled, counter);
 }
 
 /* pull_lock held: the handle's descriptor polls readable until drained. */
@@ -396,11 +403,15 @@ int umn__emulated_setup(struct umn *u)
 	if (ret)
 		return ret;
 	u->ops = &umn__emulated_ops;
+	/* Acquire: as in emulated_pull_locked(). */
 	u->seen = load_acquire(*u->counter);
 	WRITE_ONCE(u->fast.pulled, u->seen);
 	WRITE_ONCE(u->fast.produced, u->counter);
 	WRITE_ONCE(u->fast.consumed, &u->seen);
-	/* Last: umn_valid() calls umn__pull() once this is set. */
+	/*
+	 * Last: umn_valid() calls umn__pull() once this is set.  Release:
+	 * pairs with umn_valid()'s acquire of pull_counter (pulled, words).
+	 */
 	store_release(u->fast.pull_counter, u->counter);
 	return 0;
 }

@@ -17,6 +17,20 @@ static int height(const struct itree_node *node)
 	return node ? node->height : 0;
 }
 
+/*
+ * Child and root pointers are stored with release, after the node's
+ * fields, and a lockless search loads them with acquire: it sees the
+ * fields of every node it reaches.  A search that races with a rotation
+ * may take a wrong turn; the cache checks what it finds, and retries
+ * under the lock (cache.c).
+ */
+/*
+ * Child and root pointers are stored with release, after the fields of
+ * the nodes below, and a lockless search loads them with acquire: it sees
+ * the fields of every node it reaches.  A search that races with a
+ * rotation may take a wrong turn; the cache checks what it finds, and
+ * asks again under the lock (cache.c).
+ */
 static void set_left(struct itree_node *node, struct itree_node *child)
 {
 	store_release(node->left, child);

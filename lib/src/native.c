@@ -172,6 +172,12 @@ static bool native_event(struct umn *u, const struct ummunotify_ring_event *in,
 /* Report what the dropped counter says was lost since last time. */
 static int native_report_dropped(struct umn *u, umn_event_fn *fn, void *arg)
 {
+	/*
+	 * The kernel stores its drop count (relaxed) before the release of
+	 * the tail that publishes the OVERFLOW entry, which native_drain()
+	 * loaded with acquire: at least that count shows.  At the end of a
+	 * drain a newer count may not show yet: the next drain reports it.
+	 */
 	uint64_t dropped = load_acquire(*u->dropped);
 	uint64_t lost = dropped - u->dropped_seen;
 
@@ -200,7 +206,8 @@ static int native_drain(struct umn *u, umn_event_fn *fn, void *arg,
 {
 	const struct ummunotify_ring_event *ring = u->events;
 	uint32_t mask = READ_ONCE(*u->ring_mask);
-	uint64_t head = READ_ONCE(*u->head);
+	uint64_t head = READ_ONCE(*u->head);	/* only we write it */
+	/* Acquire: pairs with the kernel's release of tail, after the entry. */
 	uint64_t tail = load_acquire(*u->tail);
 	struct ummunotify_ring_event in;
 	struct umn_event out;
@@ -208,6 +215,7 @@ static int native_drain(struct umn *u, umn_event_fn *fn, void *arg,
 
 	while (head != tail && n < max) {
 		in = ring[head & mask];
+		/* Release: the copy is done before the kernel reuses it. */
 		store_release(*u->head, ++head);
 		if (in.cause == UMN_CAUSE_OVERFLOW) {
 			n += native_report_dropped(u, fn, arg);

@@ -233,6 +233,7 @@ int umn_wait_invalidations(struct umn *u)
 
 	if (!in_flight)
 		return u->has_all ? -EOPNOTSUPP : 0;
+	/* Acquire: pairs with the kernel's release as an invalidation ends. */
 	while (load_acquire(*in_flight))
 		sched_yield();
 	return 0;

@@ -103,6 +103,7 @@ static struct mr_sub *sub_find(struct umn_mr_cache *c, int access)
 {
 	struct mr_sub *s;
 
+	/* Acquire: pairs with sub_get()'s release; a pushed sub never changes. */
 	for (s = __atomic_load_n(&c->subs, __ATOMIC_ACQUIRE); s; s = s->next)
 		if (s->access == access)
 			return s;
@@ -162,6 +163,7 @@ static struct mr_sub *sub_get(struct umn_mr_cache *c, int access)
 		ret = sub_create(c, access, &s);
 		if (!ret) {
 			s->next = c->subs;
+			/* Release: pairs with the lockless walks' acquire. */
 			__atomic_store_n(&c->subs, s, __ATOMIC_RELEASE);
 		}
 	}

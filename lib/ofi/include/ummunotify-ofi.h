@@ -41,6 +41,7 @@ struct umn_ofi_stats {
 	uint64_t overflows;	/* events lost: every watch rechecked */
 	uint64_t stale;		/* cache hits valid() refused */
 	uint64_t failures;	/* threads stopped on an error: see the man page */
+	uint64_t pressure;	/* kernel requests for memory: watches retired */
 };
 
 void umn_ofi_stats(struct umn_ofi_stats *stats, size_t size);

@@ -63,6 +63,12 @@ static int device_fd(void)
 	return fd;
 }
 
+bool pressure(uint64_t bytes)
+{
+	(void)bytes;
+	return false;
+}
+
 unsigned int device_watches(void)
 {
 	int fd = device_fd();

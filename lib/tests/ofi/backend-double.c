@@ -8,11 +8,16 @@
 #include "../check.h"
 
 static struct umn_double *dbl;
+static struct umn *handle;
 
 int __wrap_umn_open(struct umn **u, const struct umn_attr *attr);
 int __wrap_umn_open(struct umn **u, const struct umn_attr *attr)
 {
-	return double_open(u, attr, &dbl);
+	int ret = double_open(u, attr, &dbl);
+
+	if (!ret)
+		handle = *u;
+	return ret;
 }
 
 /* The double is always there to open. */
@@ -42,6 +47,14 @@ void change(unsigned int first, unsigned int n)
 	 * them from the source: any check will do.
 	 */
 	m->export_ops->valid(m, page(first), PAGE);
+}
+
+bool pressure(uint64_t bytes)
+{
+	double_pressure(dbl, bytes);
+	/* The 2010 ABI's request wakes the thread once pulled. */
+	umn__pull(handle);
+	return true;
 }
 
 unsigned int device_watches(void)

@@ -8,6 +8,7 @@
 #define UMN_TESTS_OFI_BACKEND_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #define PAGE		4096UL
 #define NR_PAGES	4096U
@@ -21,6 +22,12 @@ void *page(unsigned int n);
  * would, and return once the monitor's thread can see it.
  */
 void change(unsigned int first, unsigned int n);
+/*
+ * The kernel asks for bytes of memory back, as under memory pressure;
+ * false where the backend cannot make it ask (the device: that takes a
+ * cgroup at its limit).
+ */
+bool pressure(uint64_t bytes);
 /* Watches the device holds for the monitor. */
 unsigned int device_watches(void);
 /* Has the monitor opened the device yet? */

@@ -8,8 +8,9 @@
 # one the map's umn_* symbols; the provider is a link, in the prefix, to
 # the library; every function has a man page.  Without the device (hidden,
 # if this host has it), libfabric loads the provider, which says once that
-# it did not import the monitor, and does not register: fi_info lists no
-# ummunotify.  The package test's guests check the provider on the device.
+# it did not import the monitor (in libfabric's log, or whatever the log
+# level when FI_MR_CACHE_MONITOR=ummunotify asked for it), and does not
+# register: fi_info lists no ummunotify.  The package test's guests check the provider on the device.
 #
 # Usage: tests/ofi/installed-ofi.sh BUILD_DIR
 set -eu
@@ -70,20 +71,75 @@ out=$(FI_MR_CACHE_MONITOR=memhooks FI_PROVIDER_PATH=$root/lib/libfabric \
 [ "$(without_device "$build/consumer-ofi-static")" = "import -19, imported 0" ] ||
 	fail "the static program did not see ENODEV"
 
-# The provider, from the installed directory: one line, whatever the log
-# level, and no registration.
+# The provider, from the installed directory, without the device: silent
+# as a provider is (every rank of every program would say it), one line
+# in libfabric's log at level warn, and no registration.
 out=$(FI_PROVIDER_PATH=$root/lib/libfabric without_device \
 	"$build/consumer-ofi" 2>&1) || fail "the program failed: $out"
-[ "$(echo "$out" | grep -c 'not imported (no /dev/ummunotify)')" = 1 ] ||
-	fail "expected one line about the missing device, got: $out"
+[ "$out" = "import -19, imported 0" ] ||
+	fail "expected no word about the missing device, got: $out"
+out=$(FI_LOG_LEVEL=warn FI_PROVIDER_PATH=$root/lib/libfabric without_device \
+	"$build/consumer-ofi" 2>&1) || fail "the program failed: $out"
+[ "$(echo "$out" | grep -c 'ummunotify:mr:.*<warn> the ummunotify memory monitor is not imported (no /dev/ummunotify)')" = 1 ] ||
+	fail "expected one warning about the missing device, got: $out"
 command -v fi_info >/dev/null || fail "no fi_info (libfabric-bin) to list the providers"
+# A program that does not link the library (fi_info) loads the provider,
+# installed and from the build tree, without LD_LIBRARY_PATH: its run
+# path finds libummunotify.so.1.  It then says that it did not import the
+# monitor; before, dlopen() failed, and libfabric said nothing.
+for dir in "$root/lib/libfabric" "$build/ofi"; do
+	out=$(LD_LIBRARY_PATH='' FI_PROVIDER_PATH=$dir FI_LOG_LEVEL=info \
+		without_device fi_info -l 2>&1 >/dev/null) || true
+	echo "$out" | grep -q 'ummunotify:mr:.*not imported (no /dev/ummunotify)' ||
+		fail "libfabric did not load the provider from $dir: no word from it"
+done
+# A program with libfabric.a linked in statically loads the provider,
+# whose DT_NEEDED brings in libfabric.so.1, a second libfabric: the
+# import would go there, where no cache of the program's looks.  The
+# provider says so (FI_LOG_LEVEL) and stays out.  libfabric.a's own
+# dependencies are linked as the files the loader finds (no -dev links).
+cat >"$build/static-libfabric.c" <<'C'
+#include <rdma/fabric.h>
+
+int main(void)
+{
+	struct fi_info *info = NULL;
+
+	fi_getinfo(FI_VERSION(1, 13), NULL, NULL, 0, NULL, &info);
+	fi_freeinfo(info);
+	return 0;
+}
+C
+libdir=$(PKG_CONFIG_SYSROOT_DIR='' pkg-config --variable=libdir libfabric)
+[ -e "$libdir/libfabric.a" ] || fail "no $libdir/libfabric.a (libfabric-dev)"
+set -- "$libdir/libfabric.a"
+for l in $(PKG_CONFIG_SYSROOT_DIR='' pkg-config --static --libs-only-l libfabric); do
+	[ "$l" = -lfabric ] && continue
+	f=$l
+	for c in "$libdir/lib${l#-l}.so" "$libdir/lib${l#-l}.so".*; do
+		[ -e "$c" ] && { f=$c; break; }
+	done
+	set -- "$@" "$f"
+done
+${CC:-cc} -o "$build/static-libfabric" "$build/static-libfabric.c" "$@" ||
+	fail "cannot link a program with libfabric.a"
+out=$(FI_LOG_LEVEL=warn FI_PROVIDER_PATH=$root/lib/libfabric without_device \
+	"$build/static-libfabric" 2>&1) || fail "the program failed: $out"
+echo "$out" | grep -q 'not imported: the libfabric in .*static-libfabric loaded the provider, which imports into another one' ||
+	fail "libfabric.a loaded the provider, which did not say so: $out"
+
+# Its parameter is libfabric's, which fi_info -e lists.
+FI_PROVIDER_PATH=$root/lib/libfabric without_device fi_info -e 2>/dev/null |
+	grep -q '^# FI_UMMUNOTIFY_MAX_WATCHES: Integer' ||
+	fail "fi_info -e does not list FI_UMMUNOTIFY_MAX_WATCHES"
 list=$(FI_PROVIDER_PATH=$root/lib/libfabric without_device fi_info -l \
 	2>/dev/null) || true
 case $list in
 *ummunotify*) fail "fi_info -l lists ummunotify with nothing imported" ;;
 esac
-# Asked for by name, it says so; a name libfabric does not know (a typo)
-# leaves libfabric's default, which is this monitor: it tries.
+# Asked for by name, it says so, whatever the log level; a name libfabric
+# does not know (a typo) leaves libfabric's default, which is this
+# monitor: it tries, silently.
 out=$(FI_MR_CACHE_MONITOR=ummunotify FI_PROVIDER_PATH=$root/lib/libfabric \
 	without_device "$build/consumer-ofi" 2>&1) ||
 	fail "the program failed: $out"
@@ -94,8 +150,6 @@ esac
 out=$(FI_MR_CACHE_MONITOR=memhook FI_PROVIDER_PATH=$root/lib/libfabric \
 	without_device "$build/consumer-ofi" 2>&1) ||
 	fail "the program failed: $out"
-case $out in
-*"import -19, imported 0"*"not imported (no /dev/ummunotify)"*) ;;
-*) fail "FI_MR_CACHE_MONITOR=memhook (a typo), yet: $out" ;;
-esac
+[ "$out" = "import -19, imported 0" ] ||
+	fail "FI_MR_CACHE_MONITOR=memhook (a typo), yet: $out"
 echo "installed-ofi.sh: ok"

@@ -19,10 +19,12 @@
  *                      second cache) registers it before the owner does
  *   ofi-stale late     a registration cached, the domains are closed
  *                      after every destructor ran, ours and libfabric's
- *                      fi_fini() (from an atexit() handler registered by
- *                      a library's constructor, libofi-late.so): the
+ *                      fi_fini() (from an exit handler registered by a
+ *                      library's constructor, libofi-late.so): the
  *                      monitor must still be imported and running then,
- *                      and the domains' closing must stop it
+ *                      must not pass the buffer's unmap to notify(),
+ *                      whose locks fi_fini() destroyed, and the domains'
+ *                      closing must stop it
  *
  * The program does not import the monitor: libfabric loads it as a
  * provider (FI_PROVIDER_PATH, or its provider directory).  It reads the
@@ -64,7 +66,7 @@ static void die(const char *what, int ret)
 
 static struct fab owner, peer;
 static struct fid_mr *dst_mr;
-static void *dst;
+static void *dst, *late_buf;
 
 static struct umn_ofi_stats stats(void)
 {
@@ -309,6 +311,10 @@ static void close_late(void)
 	/* libfabric would stop it through the NULL pointer the close left. */
 	if (!before.imported || !before.started)
 		_exit(2);
+	remap(late_buf, 'B');
+	wait_retired(before.watches);
+	printf("ofi-stale: late: the buffer's unmap %s notify()\n",
+	       stats().notified > before.notified ? "WENT TO" : "did not go to");
 	fi_close(&dst_mr->fid);
 	fab_close(&peer);
 	fab_close(&owner);
@@ -316,13 +322,16 @@ static void close_late(void)
 	       stats().imported ? "still imported" : "no longer imported",
 	       stats().started ? "started" : "stopped");
 	fflush(stdout);
-	if (stats().imported || stats().started)
+	/* Closing the import would take libfabric's destroyed mm_state_lock. */
+	if (stats().notified > before.notified || !stats().imported ||
+	    stats().started)
 		_exit(2);
 }
 
 static int test_late(void)
 {
-	cache(map(), 'A');
+	late_buf = map();
+	cache(late_buf, 'A');
 	late_at_exit(close_late);
 	return 0;
 }
