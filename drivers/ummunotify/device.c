@@ -326,7 +326,6 @@ static int umn_open(struct inode *inode, struct file *filp)
 	INIT_LIST_HEAD(&file->pressure_node);
 	init_waitqueue_head(&file->wait);
 	INIT_WORK(&file->sigio_work, umn_send_sigio);
-	file->notifier_ops.invalidate = umn_invalidate;
 	umn_all_init(file);
 	atomic_long_inc(&umn_nr_files);
 

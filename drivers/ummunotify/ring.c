@@ -101,7 +101,7 @@ static int umn_alloc_area(struct umn_file *file, struct umn_area *area,
 			return -ENOMEM;
 		area->pages[area->nr_pages] = page;
 	}
-	/* With the words, not per watch: a watch costs its 160 bytes only. */
+	/* With the words, not per watch: a watch costs its 168 bytes only. */
 	if (slots) {
 		area->slot_map = bitmap_zalloc(slots, GFP_KERNEL_ACCOUNT);
 		if (!area->slot_map)

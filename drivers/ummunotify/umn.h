@@ -148,7 +148,6 @@ struct umn_area {
  *			process group
  * @teardown_node:	in its user's teardowns, once another process closed
  *			it last
- * @notifier_ops:	the file's own, so that a region finds its file
  * @all_lock:		serialises joining and leaving @all_mm, @nr_all and
  *			@all_holds
  * @all_mm:		the address space's notifier of WATCH_ALL files,
@@ -209,7 +208,6 @@ struct umn_file {
 	struct fasync_struct *fasync;
 	struct work_struct sigio_work;
 	struct llist_node teardown_node;
-	struct mmu_interval_notifier_ops notifier_ops;
 
 	struct mutex all_lock;		/* joining all_mm */
 	struct umn_all_mm *all_mm;
@@ -221,11 +219,12 @@ struct umn_file {
 };
 
 /**
- * struct umn_region - one registration: 160 bytes, the file found from
- * the notifier's ops (see umn_region_file())
+ * struct umn_region - one registration: 168 bytes
  * @notifier:	interval notifier over the watched range
  * @all_node:	whole-address-space watch: in &umn_file.all_regions
  *		instead
+ * @file:	the file it is of, for the notifier: the notifier's ops
+ *		are one read-only table for every file
  * @space_node:	range watch: in &umn_space.ranges, while linked
  * @space_last:	the greatest last address of its subtree there
  * @cookie_node: node in &umn_file.cookies
@@ -244,6 +243,7 @@ struct umn_region {
 		struct mmu_interval_notifier notifier;
 		struct list_head all_node;
 	};
+	struct umn_file *file;
 	struct rb_node space_node;
 	unsigned long space_last;
 /* Every cause a watch can ask for fits in umn_region.causes. */
@@ -333,13 +333,6 @@ static inline int umn_retry_error(void)
 	return fatal_signal_pending(current) ? -EINTR : -EFAULT;
 }
 
-/* Saves a pointer in every region: 8 of the 160 bytes. */
-static inline struct umn_file *umn_region_file(struct umn_region *region)
-{
-	return container_of(region->notifier.ops, struct umn_file,
-			    notifier_ops);
-}
-
 /* Only for files without a ring, whose regions are all queued ones. */
 static inline struct umn_queued_region *umn_queued(struct umn_region *region)
 {
@@ -376,9 +369,6 @@ void umn_teardown(struct umn_file *file);
 unsigned int umn_cause(enum mmu_notifier_event event);
 bool umn_report(struct umn_file *file, struct umn_region *region,
 		u64 start, u64 end, unsigned int cause);
-bool umn_invalidate(struct mmu_interval_notifier *notifier,
-		    const struct mmu_notifier_range *range,
-		    unsigned long cur_seq);
 int umn_register(struct umn_file *file,
 		 struct ummunotify_register_ioctl __user *argp);
 int umn_watch(struct umn_file *file, struct ummunotify_watch __user *argp);
