@@ -108,11 +108,12 @@ static int umn_exchange_features(struct umn_file *file, u32 __user *argp)
 	/* Pressure advisories are ring events. */
 	if (!(granted & UMMUNOTIFY_FEATURE_RING))
 		granted &= ~UMMUNOTIFY_FEATURE_PRESSURE;
-	do {
-		ret = umn_try_exchange(file, granted, argp);
-	} while (ret == -EAGAIN && !fatal_signal_pending(current) &&
-		 !fault_in_writeable((char __user *)argp, sizeof(*argp)));
-	return ret == -EAGAIN ? umn_retry_error() : ret;
+	while ((ret = umn_try_exchange(file, granted, argp)) == -EAGAIN) {
+		ret = umn_fault_in(argp, sizeof(*argp));
+		if (ret)
+			break;
+	}
+	return ret;
 }
 
 static long umn_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
@@ -170,7 +171,8 @@ static bool umn_has_events(struct umn_file *file)
  * touched, is filled as far as there are events, as copy_to_user() would).
  * Once events are copied, a copy that faults again where the fault-in
  * succeeded (another thread zapping the page, a memory tag the fault-in
- * does not check) or a signal ends the read with them.  What is readable
+ * does not check) ends the read with them; a signal after a fault-in
+ * ends it with them, or before any with -ERESTARTSYS.  What is readable
  * can turn out to be gone when read (a head user space moved meanwhile):
  * that waits again, as an empty file does.
  */
@@ -203,7 +205,7 @@ static ssize_t umn_read(struct file *filp, char __user *buf, size_t count,
 		mutex_unlock(&file->regions_lock);
 		if (ret == -EFAULT) {
 			faulted_at = done;
-			ret = fault_in_writeable(buf + done, size) ? -EFAULT : 0;
+			ret = umn_fault_in(buf + done, size);
 		} else if (filp->f_flags & O_NONBLOCK) {
 			ret = -EAGAIN;
 		} else {
@@ -212,11 +214,6 @@ static ssize_t umn_read(struct file *filp, char __user *buf, size_t count,
 		}
 		if (ret)
 			return done ? (ssize_t)done : ret;
-		/* The buffer or the head may be changed as fast as we retry. */
-		if (done && signal_pending(current))
-			return done;
-		if (fatal_signal_pending(current))
-			return -EINTR;
 		cond_resched();
 		mutex_lock(&file->regions_lock);
 	}

@@ -324,13 +324,17 @@ static inline bool umn_has_ring(struct umn_file *file)
 }
 
 /*
- * An argument that faulted again after each fault_in_writeable() (another
- * thread unmapping it as fast): EFAULT, or EINTR if the caller was killed
- * meanwhile.
+ * A copy made without faulting, under regions_lock, failed at @uaddr:
+ * fault @size bytes in there, for the caller to try again (0).  -EFAULT
+ * where they cannot be; -ERESTARTSYS on any signal, for another thread
+ * unmapping them as fast as they are faulted in could keep the caller
+ * trying for as long as it runs.  The callers changed nothing yet.
  */
-static inline int umn_retry_error(void)
+static inline int umn_fault_in(void __user *uaddr, size_t size)
 {
-	return fatal_signal_pending(current) ? -EINTR : -EFAULT;
+	if (fault_in_writeable(uaddr, size))
+		return -EFAULT;
+	return signal_pending(current) ? -ERESTARTSYS : 0;
 }
 
 /* Only for files without a ring, whose regions are all queued ones. */

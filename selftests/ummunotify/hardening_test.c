@@ -31,6 +31,7 @@
 #include <sys/resource.h>
 #include <sys/uio.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -411,14 +412,18 @@ TEST_F(owner, read_repairs_a_garbage_head_on_an_empty_ring_without_efault)
 struct zap {
 	void *page;
 	atomic_bool stop;
+	double seconds;		/* 0: until stop */
 };
 
 static void *zap_page(void *arg)
 {
 	struct zap *z = arg;
+	struct timespec start;
 
 	pin_to_cpu(1);
-	while (!atomic_load(&z->stop))
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	while (!atomic_load(&z->stop) &&
+	       (!z->seconds || seconds_since(&start) < z->seconds))
 		madvise(z->page, ps, MADV_DONTNEED);
 	return NULL;
 }
@@ -465,6 +470,64 @@ TEST_F(bare, a_request_is_answered_as_made_when_its_page_goes_away)
 	pthread_join(t, NULL);
 	TH_LOG("%ld files set up while their arguments' page went away",
 	       calls);
+	munmap(z.page, ps);
+	close(memfd);
+}
+
+/*
+ * A call whose argument another thread unmaps as fast as the call faults
+ * it in ends on a signal, as a call that waits does.  SETUP makes the
+ * area before it writes its answer: with a 4 MiB ring each try takes long
+ * enough for the zapping thread to win every race.  Before the fix only
+ * SIGKILL ended the tries; SETUP went on until the zapping stopped, after
+ * ZAP_SECONDS, and returned 0 then.
+ */
+#define ZAP_SECONDS	3.0
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+}
+
+TEST_F(bare, a_setup_whose_argument_keeps_going_away_ends_on_a_signal)
+{
+	/* No SA_RESTART: the interrupted call returns EINTR. */
+	struct sigaction sa = { .sa_handler = on_alarm };
+	struct itimerval alarm_in = { .it_value.tv_usec = 100000 };
+	struct ummunotify_params *params;
+	struct zap z = { .seconds = ZAP_SECONDS };
+	struct timespec start;
+	int memfd, fd, ret;
+	double took;
+	pthread_t t;
+
+	memfd = memfd_create("request", 0);
+	ASSERT_LE(0, memfd);
+	ASSERT_EQ(0, ftruncate(memfd, ps));
+	z.page = mmap(NULL, ps, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	ASSERT_NE(MAP_FAILED, z.page);
+	params = z.page;
+	fd = open(DEVICE, O_RDWR);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(WATCH_RING, exchange(fd, WATCH_RING));
+	*params = (struct ummunotify_params) { .ring_entries = 1 << 17 };
+	ASSERT_EQ(0, sigaction(SIGALRM, &sa, NULL));
+	pin_to_cpu(0);
+	ASSERT_EQ(0, pthread_create(&t, NULL, zap_page, &z));
+	ASSERT_EQ(0, setitimer(ITIMER_REAL, &alarm_in, NULL));
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	ret = uioctl(fd, UMMUNOTIFY_SETUP, params);
+	took = seconds_since(&start);
+	atomic_store(&z.stop, true);
+	pthread_join(t, NULL);
+	TH_LOG("SETUP returned %d after %.3f s", ret, took);
+	EXPECT_EQ(-EINTR, ret);
+	EXPECT_GT(ZAP_SECONDS / 2, took);
+	/* It changed nothing: made again, it works. */
+	EXPECT_EQ(0, uioctl(fd, UMMUNOTIFY_SETUP, params));
+	EXPECT_EQ(1U << 17, params->ring_entries);
+	signal(SIGALRM, SIG_DFL);
+	close(fd);
 	munmap(z.page, ps);
 	close(memfd);
 }
