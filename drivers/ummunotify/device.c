@@ -242,10 +242,13 @@ static int umn_fasync(int fd, struct file *filp, int on)
 	return fasync_helper(fd, filp, on, &file->fasync);
 }
 
+/* Only the opener's user and root see anything (see umn_user_may_see()). */
 static void umn_show_fdinfo(struct seq_file *m, struct file *filp)
 {
 	struct umn_file *file = filp->private_data;
 
+	if (!umn_user_may_see(file, m->file))
+		return;
 	spin_lock(&file->lock);
 	seq_printf(m, "features:\t%#x\n", READ_ONCE(file->features));
 	seq_printf(m, "regions:\t%u\n", READ_ONCE(file->nr_regions));
@@ -411,18 +414,23 @@ static ssize_t umn_stat_show(struct device *dev,
 	return sysfs_emit(buf, "%llu\n", umn_stats_sum((size_t)ea->var));
 }
 
+/*
+ * Every attribute is root's to read: the totals move when any user's
+ * watched memory changes, or a watch is made, which another user must not
+ * be able to time.
+ */
 static struct dev_ext_attribute dev_attr_events = {
-	__ATTR(events, 0444, umn_stat_show, NULL),
+	__ATTR(events, 0400, umn_stat_show, NULL),
 	(void *)offsetof(struct umn_stats, events)
 };
 
 static struct dev_ext_attribute dev_attr_dropped = {
-	__ATTR(dropped, 0444, umn_stat_show, NULL),
+	__ATTR(dropped, 0400, umn_stat_show, NULL),
 	(void *)offsetof(struct umn_stats, dropped)
 };
 
 static struct dev_ext_attribute dev_attr_filtered = {
-	__ATTR(filtered, 0444, umn_stat_show, NULL),
+	__ATTR(filtered, 0400, umn_stat_show, NULL),
 	(void *)offsetof(struct umn_stats, filtered)
 };
 
@@ -431,14 +439,14 @@ static ssize_t files_show(struct device *dev, struct device_attribute *attr,
 {
 	return sysfs_emit(buf, "%ld\n", atomic_long_read(&umn_nr_files));
 }
-static DEVICE_ATTR_RO(files);
+static DEVICE_ATTR_ADMIN_RO(files);
 
 static ssize_t regions_show(struct device *dev, struct device_attribute *attr,
 			    char *buf)
 {
 	return sysfs_emit(buf, "%ld\n", atomic_long_read(&umn_nr_regions));
 }
-static DEVICE_ATTR_RO(regions);
+static DEVICE_ATTR_ADMIN_RO(regions);
 
 static struct attribute *umn_attrs[] = {
 	&dev_attr_files.attr,

@@ -8,6 +8,7 @@
  * files closed last elsewhere run one at a time, each user's apart.
  */
 
+#include <linux/capability.h>
 #include <linux/cred.h>
 #include <linux/hashtable.h>
 #include <linux/mm.h>
@@ -115,17 +116,17 @@ static unsigned long umn_limit(const struct umn_limit *limit)
 }
 
 /*
- * The user to charge: the caller's (real) uid; in a user namespace, the
+ * The user to charge for @cred: its (real) uid; in a user namespace, the
  * user who made the outermost one.  The ids a namespace maps are its
  * creator's to hand out: they must not each get a budget of their own
  * (inotify charges every level of the hierarchy for the same reason).
  */
-static kuid_t umn_charged_uid(void)
+static kuid_t umn_charged_uid(const struct cred *cred)
 {
-	const struct user_namespace *ns = current_user_ns();
+	const struct user_namespace *ns = cred->user_ns;
 
 	if (ns == &init_user_ns)
-		return current_uid();
+		return cred->uid;
 	while (ns->parent != &init_user_ns)
 		ns = ns->parent;
 	return ns->owner;
@@ -148,7 +149,7 @@ static void umn_user_put(struct umn_user *user)
 /* Charge the opener's user for a new file. */
 int umn_user_get(struct umn_file *file)
 {
-	kuid_t uid = umn_charged_uid();
+	kuid_t uid = umn_charged_uid(current_cred());
 	struct umn_user *user;
 	int ret = 0;
 
@@ -175,6 +176,20 @@ found:
 out:
 	mutex_unlock(&umn_users_lock);
 	return ret;
+}
+
+/*
+ * Whether the opener of @seen (an fdinfo file: its opener's credentials
+ * count, not those of whoever reads it) may see what @file's fdinfo tells
+ * of the opener's memory: when its watched ranges changed, and what its
+ * user holds in all its files.  Its user may, and whoever may read any
+ * process's memory (CAP_SYS_PTRACE); another user the descriptor was
+ * passed to may not.
+ */
+bool umn_user_may_see(struct umn_file *file, const struct file *seen)
+{
+	return uid_eq(umn_charged_uid(seen->f_cred), file->user->uid) ||
+	       file_ns_capable(seen, &init_user_ns, CAP_SYS_PTRACE);
 }
 
 /* The file is gone: what else it held was uncharged already. */

@@ -412,6 +412,7 @@ int umn_read_reports(struct umn_file *file, char __user *buf, size_t count,
 /* limits.c */
 int umn_user_get(struct umn_file *file);
 void umn_user_release(struct umn_file *file);
+bool umn_user_may_see(struct umn_file *file, const struct file *seen);
 int umn_charge_watch(struct umn_file *file);
 void umn_uncharge_watch(struct umn_file *file);
 int umn_charge_pages(struct umn_file *file, unsigned long pages);

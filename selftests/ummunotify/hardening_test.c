@@ -639,6 +639,76 @@ static int watches_as(uid_t uid, char *buf, int n)
 	}
 }
 
+/*
+ * What a file's fdinfo and the module's totals in sysfs show tells when
+ * watched memory changed.  A process of another user the descriptor went
+ * to sees none of the file's counts, nor its user's, nor the totals; the
+ * opener's user and root see them all.  Before the fix every user saw
+ * every one.
+ */
+#define SYS_EVENTS	"/sys/class/misc/ummunotify/events"
+
+TEST_F(bare, another_user_holding_the_file_sees_none_of_its_counts)
+{
+	char *buf = map_guarded(_metadata, 1);
+	int ready[2], go[2], sock[2], fd;
+	pid_t opener, other;
+	char text[32], byte;
+
+	ASSERT_EQ(0, pipe(ready));
+	ASSERT_EQ(0, pipe(go));
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_DGRAM, 0, sock));
+	opener = fork();
+	ASSERT_LE(0, opener);
+	if (!opener) {
+		if (become(TEST_UID))
+			_exit(10);
+		fd = file_with_watches(buf, 1, 0);
+		if (fd < 0 || fdinfo(fd, "regions") != 1 ||
+		    fdinfo(fd, "user_watches") < 1)
+			_exit(11);
+		if (send_fd(sock[0], fd) ||
+		    write(ready[1], &fd, sizeof(fd)) != sizeof(fd) ||
+		    read(go[0], &byte, 1) != 1)
+			_exit(12);
+		_exit(0);
+	}
+	close(ready[1]);
+	ASSERT_EQ(sizeof(fd), read(ready[0], &fd, sizeof(fd)))
+		TH_LOG("the opener exited with %d", wait_child(opener));
+	EXPECT_EQ(1, fdinfo_of(opener, fd, "regions"));
+	EXPECT_EQ(0, read_file(SYS_EVENTS, text, sizeof(text)));
+
+	other = fork();
+	ASSERT_LE(0, other);
+	if (!other) {
+		if (become(OTHER_UID))
+			_exit(20);
+		fd = recv_fd(sock[1]);
+		if (fd < 0)
+			_exit(21);
+		/* The VFS's lines, not the module's. */
+		if (fdinfo(fd, "flags") < 0)
+			_exit(22);
+		if (fdinfo(fd, "regions") != -1 ||
+		    fdinfo(fd, "events") != -1 ||
+		    fdinfo(fd, "user_watches") != -1)
+			_exit(23);
+		if (!read_file(SYS_EVENTS, text, sizeof(text)) ||
+		    errno != EACCES)
+			_exit(24);
+		_exit(0);
+	}
+	EXPECT_EQ(0, wait_child(other));
+	ASSERT_EQ(1, write(go[1], "g", 1));
+	EXPECT_EQ(0, wait_child(opener));
+	close(ready[0]);
+	close(go[0]);
+	close(go[1]);
+	close(sock[0]);
+	close(sock[1]);
+}
+
 TEST_F(user_limits, max_user_watches_bounds_the_files_of_one_user_in_all_processes)
 {
 	char *buf = map_guarded(_metadata, 1);
