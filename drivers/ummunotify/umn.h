@@ -146,8 +146,8 @@ struct umn_area {
  * @sigio_work:		sends SIGIO outside the notifier, which must not
  *			allocate the signal's queue entry nor walk a
  *			process group
- * @teardown_node:	in its user's teardowns, once another process closed
- *			it last
+ * @teardown_node:	in its topmost user's teardowns, once another process
+ *			closed it last
  * @all_lock:		serialises joining and leaving @all_mm, @nr_all and
  *			@all_holds
  * @all_mm:		the address space's notifier of WATCH_ALL files,

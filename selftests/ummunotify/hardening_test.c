@@ -828,6 +828,151 @@ TEST_F(user_limits, a_user_namespace_shares_its_creators_budget)
 }
 
 /*
+ * A user namespace root makes, as a container runtime does ("unshare -U"
+ * as root), has budgets of its own: per user of the namespace, and for
+ * all of them together (max_ns_pages).  Its tenants, up to their limits,
+ * make no open() fail for root or for another such namespace, even one
+ * whose uid 0 is root's ("unshare -U -r").  Before the fix they were
+ * charged to root, the namespace's creator, and spent root's budget.
+ */
+#define NS_FILES	4	/* per user, in pages: 3 each */
+
+/* Files opened until one fails; the last error in *ERR. */
+static int open_until_refused(int *err)
+{
+	int n = 0;
+
+	while (n < 64 && open(DEVICE, O_RDONLY) >= 0)
+		n++;
+	*err = errno;
+	return n;
+}
+
+/*
+ * A child of root's in a new user namespace, mapping its uids 0..999 from
+ * BASE (0: just its uid 0 to root), as uid 0 there; it runs FN, reports
+ * what it returns on REPORT, and holds its files until GO closes.
+ */
+struct tenant {
+	int report[2], go[2];
+	pid_t pid;
+};
+
+static int in_namespace(struct tenant *t, unsigned int base,
+			void (*fn)(struct tenant *t))
+{
+	char path[64], map[32];
+	int ready[2];
+	char byte;
+
+	if (pipe(ready) || pipe(t->report) || pipe(t->go))
+		return -1;
+	t->pid = fork();
+	if (t->pid < 0)
+		return -1;
+	if (!t->pid) {
+		close(ready[0]);
+		close(t->go[1]);
+		if (unshare(CLONE_NEWUSER) || write(ready[1], "n", 1) != 1 ||
+		    read(t->go[0], &byte, 1) != 1 ||
+		    setresgid(0, 0, 0) || setresuid(0, 0, 0))
+			_exit(1);
+		fn(t);
+		/* Holds its files until the test closes GO. */
+		while (read(t->go[0], &byte, 1) > 0)
+			;
+		_exit(0);
+	}
+	close(ready[1]);
+	if (read(ready[0], &byte, 1) != 1)
+		return -1;
+	close(ready[0]);
+	snprintf(map, sizeof(map), "0 %u %u\n", base, base ? 1000 : 1);
+	snprintf(path, sizeof(path), "/proc/%d/uid_map", t->pid);
+	if (write_file(path, map))
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%d/setgroups", t->pid);
+	if (write_file(path, "deny\n"))
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%d/gid_map", t->pid);
+	if (write_file(path, map) || write(t->go[1], "g", 1) != 1)
+		return -1;
+	return 0;
+}
+
+/* In the namespace: what uid 0 opens, then uid 1 meanwhile. */
+static void two_users_open(struct tenant *t)
+{
+	int n[4];
+	pid_t pid;
+
+	n[0] = open_until_refused(&n[1]);
+	pid = fork();
+	if (!pid) {
+		if (setresuid(1, 1, 1))
+			_exit(1);
+		n[2] = open_until_refused(&n[3]);
+		_exit(write(t->report[1], &n[2], 2 * sizeof(int)) !=
+		      2 * sizeof(int));
+	}
+	/* uid 1's, then uid 0's: the files of uid 1 go at its exit. */
+	waitpid(pid, NULL, 0);
+	if (write(t->report[1], n, 2 * sizeof(int)) != 2 * sizeof(int))
+		_exit(2);
+}
+
+static void one_open(struct tenant *t)
+{
+	int n[2];
+
+	n[0] = open(DEVICE, O_RDONLY) >= 0;
+	n[1] = n[0] ? 0 : errno;
+	if (write(t->report[1], n, sizeof(n)) != sizeof(n))
+		_exit(2);
+}
+
+static void end_tenant(struct __test_metadata *_metadata, struct tenant *t)
+{
+	close(t->go[1]);
+	EXPECT_EQ(0, wait_child(t->pid));
+	close(t->go[0]);
+	close(t->report[0]);
+	close(t->report[1]);
+}
+
+TEST_F(user_limits, a_container_spends_neither_roots_budget_nor_another_containers)
+{
+	struct tenant a, b;
+	int uid1[2], uid0[2], got[2], fd;
+
+	ASSERT_EQ(0, set_param("max_user_pages", 3 * NS_FILES));
+	/* uid 0 and uid 1 of one namespace: NS_FILES each, 6 together. */
+	EXPECT_EQ(0, set_param("max_ns_pages", 3 * 6));
+	ASSERT_EQ(0, in_namespace(&a, 200000, two_users_open));
+	ASSERT_EQ(sizeof(uid1), read(a.report[0], uid1, sizeof(uid1)));
+	ASSERT_EQ(sizeof(uid0), read(a.report[0], uid0, sizeof(uid0)));
+	TH_LOG("in the namespace uid 0 opened %d files, then uid 1 %d",
+	       uid0[0], uid1[0]);
+	EXPECT_EQ(NS_FILES, uid0[0]);
+	EXPECT_EQ(ENOSPC, uid0[1]);
+	EXPECT_EQ(6 - NS_FILES, uid1[0]);
+	EXPECT_EQ(ENOSPC, uid1[1]);
+
+	/* Meanwhile root opens, and so does another namespace's uid 0. */
+	fd = open(DEVICE, O_RDONLY);
+	EXPECT_LE(0, fd) TH_LOG("root's open(): %s", strerror(errno));
+	ASSERT_EQ(0, in_namespace(&b, 0, one_open));
+	ASSERT_EQ(sizeof(got), read(b.report[0], got, sizeof(got)));
+	EXPECT_EQ(1, got[0]) TH_LOG("the other namespace's open(): %s",
+				    strerror(got[1]));
+	end_tenant(_metadata, &b);
+	end_tenant(_metadata, &a);
+	if (fd >= 0)
+		close(fd);
+	EXPECT_EQ(0, set_param("max_ns_pages", 0));
+}
+
+/*
  * The owner's exit gives its user's budget back before it is reaped, even
  * while its address space lives on in a process it shares it with
  * (CLONE_VM) that keeps it invalidating, as any other user of the address
