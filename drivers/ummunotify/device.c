@@ -108,11 +108,12 @@ static int umn_exchange_features(struct umn_file *file, u32 __user *argp)
 	/* Pressure advisories are ring events. */
 	if (!(granted & UMMUNOTIFY_FEATURE_RING))
 		granted &= ~UMMUNOTIFY_FEATURE_PRESSURE;
-	do {
-		ret = umn_try_exchange(file, granted, argp);
-	} while (ret == -EAGAIN && !fatal_signal_pending(current) &&
-		 !fault_in_writeable((char __user *)argp, sizeof(*argp)));
-	return ret == -EAGAIN ? umn_retry_error() : ret;
+	while ((ret = umn_try_exchange(file, granted, argp)) == -EAGAIN) {
+		ret = umn_fault_in(argp, sizeof(*argp));
+		if (ret)
+			break;
+	}
+	return ret;
 }
 
 static long umn_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
@@ -170,7 +171,8 @@ static bool umn_has_events(struct umn_file *file)
  * touched, is filled as far as there are events, as copy_to_user() would).
  * Once events are copied, a copy that faults again where the fault-in
  * succeeded (another thread zapping the page, a memory tag the fault-in
- * does not check) or a signal ends the read with them.  What is readable
+ * does not check) ends the read with them; a signal after a fault-in
+ * ends it with them, or before any with -ERESTARTSYS.  What is readable
  * can turn out to be gone when read (a head user space moved meanwhile):
  * that waits again, as an empty file does.
  */
@@ -203,7 +205,7 @@ static ssize_t umn_read(struct file *filp, char __user *buf, size_t count,
 		mutex_unlock(&file->regions_lock);
 		if (ret == -EFAULT) {
 			faulted_at = done;
-			ret = fault_in_writeable(buf + done, size) ? -EFAULT : 0;
+			ret = umn_fault_in(buf + done, size);
 		} else if (filp->f_flags & O_NONBLOCK) {
 			ret = -EAGAIN;
 		} else {
@@ -212,11 +214,6 @@ static ssize_t umn_read(struct file *filp, char __user *buf, size_t count,
 		}
 		if (ret)
 			return done ? (ssize_t)done : ret;
-		/* The buffer or the head may be changed as fast as we retry. */
-		if (done && signal_pending(current))
-			return done;
-		if (fatal_signal_pending(current))
-			return -EINTR;
 		cond_resched();
 		mutex_lock(&file->regions_lock);
 	}
@@ -245,10 +242,13 @@ static int umn_fasync(int fd, struct file *filp, int on)
 	return fasync_helper(fd, filp, on, &file->fasync);
 }
 
+/* Only the opener's user and root see anything (see umn_user_may_see()). */
 static void umn_show_fdinfo(struct seq_file *m, struct file *filp)
 {
 	struct umn_file *file = filp->private_data;
 
+	if (!umn_user_may_see(file, m->file))
+		return;
 	spin_lock(&file->lock);
 	seq_printf(m, "features:\t%#x\n", READ_ONCE(file->features));
 	seq_printf(m, "regions:\t%u\n", READ_ONCE(file->nr_regions));
@@ -326,7 +326,6 @@ static int umn_open(struct inode *inode, struct file *filp)
 	INIT_LIST_HEAD(&file->pressure_node);
 	init_waitqueue_head(&file->wait);
 	INIT_WORK(&file->sigio_work, umn_send_sigio);
-	file->notifier_ops.invalidate = umn_invalidate;
 	umn_all_init(file);
 	atomic_long_inc(&umn_nr_files);
 
@@ -415,18 +414,23 @@ static ssize_t umn_stat_show(struct device *dev,
 	return sysfs_emit(buf, "%llu\n", umn_stats_sum((size_t)ea->var));
 }
 
+/*
+ * Every attribute is root's to read: the totals move when any user's
+ * watched memory changes, or a watch is made, which another user must not
+ * be able to time.
+ */
 static struct dev_ext_attribute dev_attr_events = {
-	__ATTR(events, 0444, umn_stat_show, NULL),
+	__ATTR(events, 0400, umn_stat_show, NULL),
 	(void *)offsetof(struct umn_stats, events)
 };
 
 static struct dev_ext_attribute dev_attr_dropped = {
-	__ATTR(dropped, 0444, umn_stat_show, NULL),
+	__ATTR(dropped, 0400, umn_stat_show, NULL),
 	(void *)offsetof(struct umn_stats, dropped)
 };
 
 static struct dev_ext_attribute dev_attr_filtered = {
-	__ATTR(filtered, 0444, umn_stat_show, NULL),
+	__ATTR(filtered, 0400, umn_stat_show, NULL),
 	(void *)offsetof(struct umn_stats, filtered)
 };
 
@@ -435,14 +439,14 @@ static ssize_t files_show(struct device *dev, struct device_attribute *attr,
 {
 	return sysfs_emit(buf, "%ld\n", atomic_long_read(&umn_nr_files));
 }
-static DEVICE_ATTR_RO(files);
+static DEVICE_ATTR_ADMIN_RO(files);
 
 static ssize_t regions_show(struct device *dev, struct device_attribute *attr,
 			    char *buf)
 {
 	return sysfs_emit(buf, "%ld\n", atomic_long_read(&umn_nr_regions));
 }
-static DEVICE_ATTR_RO(regions);
+static DEVICE_ATTR_ADMIN_RO(regions);
 
 static struct attribute *umn_attrs[] = {
 	&dev_attr_files.attr,

@@ -3,12 +3,18 @@
  * What one file and one user may hold.  The device is open to every user
  * of a shared node, so besides the bound per file there is one per user,
  * over all the files that user's processes opened: watches (slab objects)
- * and pages of memory.  The opener's user is charged for the life of the
- * file, whoever the descriptor is passed to, and the teardowns of its
- * files closed last elsewhere run one at a time, each user's apart.
+ * and pages of memory.  A user is a uid in a user namespace, as inotify
+ * counts them: a container's uid 0 is not root.  The opener's user is
+ * charged for the life of the file, whoever the descriptor is passed to,
+ * and so is whoever answers for the namespace (see umn_user_lookup());
+ * the teardowns of files closed last elsewhere run one at a time, those
+ * of each user of the initial namespace, and of each namespace root
+ * made, apart.
  */
 
+#include <linux/capability.h>
 #include <linux/cred.h>
+#include <linux/hash.h>
 #include <linux/hashtable.h>
 #include <linux/mm.h>
 #include <linux/module.h>
@@ -64,6 +70,14 @@ static struct umn_limit max_user_pages;
 module_param_cb(max_user_pages, &umn_limit_ops, &max_user_pages, 0644);
 MODULE_PARM_DESC(max_user_pages, "Maximum number of pages of all the files one user opened (0: 1/32 of RAM)");
 
+static struct umn_limit max_ns_watches;
+module_param_cb(max_ns_watches, &umn_limit_ops, &max_ns_watches, 0644);
+MODULE_PARM_DESC(max_ns_watches, "Maximum number of watches of all the files opened in one user namespace root made, with those made in it (0: max_user_watches' default)");
+
+static struct umn_limit max_ns_pages;
+module_param_cb(max_ns_pages, &umn_limit_ops, &max_ns_pages, 0644);
+MODULE_PARM_DESC(max_ns_pages, "Maximum number of pages of all the files opened in one user namespace root made, with those made in it (0: max_user_pages' default)");
+
 /*
  * What a file costs before SETUP: its header page, and what holding the
  * opener's mm_struct costs once the process has exited (the mm_struct
@@ -72,19 +86,26 @@ MODULE_PARM_DESC(max_user_pages, "Maximum number of pages of all the files one u
 #define UMN_FILE_PAGES	3
 
 /**
- * struct umn_user - what the files one user opened hold
+ * struct umn_user - what the files of one user, or of one namespace,
+ * hold
  * @node:	in umn_users, under umn_users_lock
- * @uid:	the user
- * @files:	files charged to it, under umn_users_lock
+ * @ns:		the user namespace, held
+ * @uid:	the user; INVALID_UID for all of @ns (see umn_user_lookup())
+ * @parent:	charged for all this one is, or NULL
+ * @refs:	files charged to it, and users whose @parent it is; under
+ *		umn_users_lock
  * @watches:	their watches
  * @pages:	their pages of shared memory
- * @teardowns:	files another process closed last, to tear down
+ * @teardowns:	files another process closed last, to tear down (the
+ *		topmost user's, see umn_user_defer_teardown())
  * @teardown_work: tears them down
  */
 struct umn_user {
 	struct hlist_node node;
+	struct user_namespace *ns;
 	kuid_t uid;
-	unsigned int files;
+	struct umn_user *parent;
+	unsigned int refs;
 	atomic_long_t watches;
 	atomic_long_t pages;
 	struct llist_head teardowns;
@@ -114,73 +135,158 @@ static unsigned long umn_limit(const struct umn_limit *limit)
 	return READ_ONCE(limit->max) ?: limit->dflt;
 }
 
-/*
- * The user to charge: the caller's (real) uid; in a user namespace, the
- * user who made the outermost one.  The ids a namespace maps are its
- * creator's to hand out: they must not each get a budget of their own
- * (inotify charges every level of the hierarchy for the same reason).
- */
-static kuid_t umn_charged_uid(void)
+/* A user's limits, or a namespace's. */
+static unsigned long umn_max_watches(const struct umn_user *user)
 {
-	const struct user_namespace *ns = current_user_ns();
+	return umn_limit(uid_valid(user->uid) ? &max_user_watches :
+			 &max_ns_watches);
+}
 
-	if (ns == &init_user_ns)
-		return current_uid();
-	while (ns->parent != &init_user_ns)
-		ns = ns->parent;
-	return ns->owner;
+static unsigned long umn_max_pages(const struct umn_user *user)
+{
+	return umn_limit(uid_valid(user->uid) ? &max_user_pages :
+			 &max_ns_pages);
+}
+
+/*
+ * Charge @n watches (@pages false) or pages to @user and every user above
+ * it, or to none if one has not room.
+ */
+static bool umn_charge_up(struct umn_user *user, long n, bool pages)
+{
+	struct umn_user *u, *failed;
+
+	for (u = user; u; u = u->parent)
+		if (!(pages ? umn_charge(&u->pages, n, umn_max_pages(u)) :
+		      umn_charge(&u->watches, n, umn_max_watches(u))))
+			goto undo;
+	return true;
+undo:
+	failed = u;
+	for (u = user; u != failed; u = u->parent)
+		atomic_long_sub(n, pages ? &u->pages : &u->watches);
+	return false;
+}
+
+static void umn_uncharge_up(struct umn_user *user, long n, bool pages)
+{
+	for (; user; user = user->parent)
+		atomic_long_sub(n, pages ? &user->pages : &user->watches);
+}
+
+static u32 umn_user_hash(const struct user_namespace *ns, kuid_t uid)
+{
+	return hash_ptr(ns, 32) ^ __kuid_val(uid);
 }
 
 /* umn_users_lock held. */
 static void umn_user_put(struct umn_user *user)
 {
+	struct umn_user *parent;
+
 	lockdep_assert_held(&umn_users_lock);
 
-	if (--user->files)
-		return;
-	/* Its files gave back every watch and page before they went. */
-	WARN_ON_ONCE(atomic_long_read(&user->watches) ||
-		     atomic_long_read(&user->pages));
-	hash_del(&user->node);
-	kfree(user);
+	for (; user && !--user->refs; user = parent) {
+		/* Its files gave back every watch and page before they went. */
+		WARN_ON_ONCE(atomic_long_read(&user->watches) ||
+			     atomic_long_read(&user->pages));
+		parent = user->parent;
+		hash_del(&user->node);
+		put_user_ns(user->ns);
+		kfree(user);
+	}
+}
+
+/*
+ * @uid of @ns (INVALID_UID: all of @ns), a reference taken, with whoever
+ * else answers for what it holds: its @parent.  The ids a namespace maps
+ * are its creator's to hand out, so its users are charged to its creator
+ * as well, in the parent namespace, as inotify charges them: one user
+ * cannot multiply its budget by making namespaces.  But root is no
+ * tenant of the namespaces it makes for containers: charged to root,
+ * they could spend root's budget, and each other's.  Such a namespace (of
+ * the initial one, made by its root) answers for itself instead, against
+ * max_ns_watches and max_ns_pages, and for the namespaces made in it.
+ * Recurses once a level: user namespaces nest 32 deep at most.
+ */
+static struct umn_user *umn_user_lookup(struct user_namespace *ns,
+					kuid_t uid)
+{
+	u32 key = umn_user_hash(ns, uid);
+	struct umn_user *user, *parent = NULL;
+
+	lockdep_assert_held(&umn_users_lock);
+
+	hash_for_each_possible(umn_users, user, node, key)
+		if (user->ns == ns && uid_eq(user->uid, uid)) {
+			user->refs++;
+			return user;
+		}
+	if (ns != &init_user_ns && uid_valid(uid)) {
+		if (ns->parent == &init_user_ns &&
+		    uid_eq(ns->owner, GLOBAL_ROOT_UID))
+			parent = umn_user_lookup(ns, INVALID_UID);
+		else
+			parent = umn_user_lookup(ns->parent, ns->owner);
+		if (!parent)
+			return NULL;
+	}
+	user = kzalloc(sizeof(*user), GFP_KERNEL_ACCOUNT);
+	if (!user) {
+		umn_user_put(parent);
+		return NULL;
+	}
+	user->ns = get_user_ns(ns);
+	user->uid = uid;
+	user->parent = parent;
+	user->refs = 1;
+	INIT_WORK(&user->teardown_work, umn_user_teardowns);
+	hash_add(umn_users, &user->node, key);
+	return user;
 }
 
 /* Charge the opener's user for a new file. */
 int umn_user_get(struct umn_file *file)
 {
-	kuid_t uid = umn_charged_uid();
+	const struct cred *cred = current_cred();
 	struct umn_user *user;
 	int ret = 0;
 
 	mutex_lock(&umn_users_lock);
-	hash_for_each_possible(umn_users, user, node, __kuid_val(uid))
-		if (uid_eq(user->uid, uid))
-			goto found;
-	user = kzalloc(sizeof(*user), GFP_KERNEL_ACCOUNT);
-	if (!user) {
+	user = umn_user_lookup(cred->user_ns, cred->uid);
+	if (!user)
 		ret = -ENOMEM;
-		goto out;
-	}
-	user->uid = uid;
-	INIT_WORK(&user->teardown_work, umn_user_teardowns);
-	hash_add(umn_users, &user->node, __kuid_val(uid));
-found:
-	user->files++;
-	if (umn_charge(&user->pages, UMN_FILE_PAGES, umn_limit(&max_user_pages))) {
+	else if (umn_charge_up(user, UMN_FILE_PAGES, true))
 		file->user = user;
-	} else {
-		umn_user_put(user);
+	else
 		ret = -ENOSPC;
-	}
-out:
+	if (ret && user)
+		umn_user_put(user);
 	mutex_unlock(&umn_users_lock);
 	return ret;
+}
+
+/*
+ * Whether the opener of @seen (an fdinfo file: its opener's credentials
+ * count, not those of whoever reads it) may see what @file's fdinfo tells
+ * of the opener's memory: when its watched ranges changed, and what its
+ * user holds in all its files.  Its user may, and whoever may read any
+ * process's memory in the user's namespace (CAP_SYS_PTRACE there);
+ * another user the descriptor was passed to may not.
+ */
+bool umn_user_may_see(struct umn_file *file, const struct file *seen)
+{
+	const struct umn_user *user = file->user;
+
+	return (seen->f_cred->user_ns == user->ns &&
+		uid_eq(seen->f_cred->uid, user->uid)) ||
+	       file_ns_capable(seen, user->ns, CAP_SYS_PTRACE);
 }
 
 /* The file is gone: what else it held was uncharged already. */
 void umn_user_release(struct umn_file *file)
 {
-	atomic_long_sub(UMN_FILE_PAGES, &file->user->pages);
+	umn_uncharge_up(file->user, UMN_FILE_PAGES, true);
 	mutex_lock(&umn_users_lock);
 	umn_user_put(file->user);
 	mutex_unlock(&umn_users_lock);
@@ -189,19 +295,23 @@ void umn_user_release(struct umn_file *file)
 /*
  * A teardown can wait as long as the processes sharing the opener's
  * address space keep invalidating where its watches are (removing an
- * interval notifier waits for a pause).  One user's teardowns go one at a
- * time, in the order closed, so that a user cannot take every worker of
+ * interval notifier waits for a pause).  The teardowns of the topmost
+ * user the file is charged to (a user of the initial namespace, with the
+ * namespaces it made; or a namespace root made, with its users) go one at
+ * a time, in the order closed, so that one cannot take every worker of
  * the queue and hold up the others' (their budgets, the module).
  */
 void umn_user_defer_teardown(struct umn_file *file)
 {
-	struct umn_user *user = file->user;
+	struct umn_user *top = file->user;
 
+	while (top->parent)
+		top = top->parent;
 	/* umn_limits_exit()'s destroy_workqueue() waits for the put. */
 	__module_get(THIS_MODULE);
 	/* Onto an empty list: each run queued so far took its files. */
-	if (llist_add(&file->teardown_node, &user->teardowns))
-		queue_work(umn_teardown_wq, &user->teardown_work);
+	if (llist_add(&file->teardown_node, &top->teardowns))
+		queue_work(umn_teardown_wq, &top->teardown_work);
 }
 
 static void umn_user_teardowns(struct work_struct *work)
@@ -225,7 +335,7 @@ int umn_charge_watch(struct umn_file *file)
 	lockdep_assert_held(&file->regions_lock);
 
 	if (file->nr_regions >= READ_ONCE(max_regions) ||
-	    !umn_charge(&file->user->watches, 1, umn_limit(&max_user_watches)))
+	    !umn_charge_up(file->user, 1, false))
 		return -ENOSPC;
 	file->nr_regions++;
 	atomic_long_inc(&umn_nr_regions);
@@ -234,20 +344,19 @@ int umn_charge_watch(struct umn_file *file)
 
 void umn_uncharge_watch(struct umn_file *file)
 {
-	atomic_long_dec(&file->user->watches);
+	umn_uncharge_up(file->user, 1, false);
 	file->nr_regions--;
 	atomic_long_dec(&umn_nr_regions);
 }
 
 int umn_charge_pages(struct umn_file *file, unsigned long pages)
 {
-	return umn_charge(&file->user->pages, pages,
-			  umn_limit(&max_user_pages)) ? 0 : -ENOSPC;
+	return umn_charge_up(file->user, pages, true) ? 0 : -ENOSPC;
 }
 
 void umn_uncharge_pages(struct umn_file *file, unsigned long pages)
 {
-	atomic_long_sub(pages, &file->user->pages);
+	umn_uncharge_up(file->user, pages, true);
 }
 
 long umn_user_watches(struct umn_file *file)
@@ -272,6 +381,8 @@ int umn_limits_init(void)
 				      sizeof(struct umn_queued_region),
 				      8192UL, 1UL << 20);
 	max_user_pages.dflt = share;
+	max_ns_watches.dflt = max_user_watches.dflt;
+	max_ns_pages.dflt = share;
 	umn_teardown_wq = alloc_workqueue("ummunotify_release", WQ_UNBOUND, 0);
 	return umn_teardown_wq ? 0 : -ENOMEM;
 }

@@ -101,7 +101,7 @@ static int umn_alloc_area(struct umn_file *file, struct umn_area *area,
 			return -ENOMEM;
 		area->pages[area->nr_pages] = page;
 	}
-	/* With the words, not per watch: a watch costs its 160 bytes only. */
+	/* With the words, not per watch: a watch costs its 168 bytes only. */
 	if (slots) {
 		area->slot_map = bitmap_zalloc(slots, GFP_KERNEL_ACCOUNT);
 		if (!area->slot_map)
@@ -250,11 +250,12 @@ int umn_setup(struct umn_file *file, struct ummunotify_params __user *argp)
 	if (request.flags || request.reserved ||
 	    memchr_inv(request.reserved2, 0, sizeof(request.reserved2)))
 		return -EINVAL;
-	do {
-		ret = umn_try_setup(file, &request, argp);
-	} while (ret == -EAGAIN && !fatal_signal_pending(current) &&
-		 !fault_in_writeable((char __user *)argp, sizeof(*argp)));
-	return ret == -EAGAIN ? umn_retry_error() : ret;
+	while ((ret = umn_try_setup(file, &request, argp)) == -EAGAIN) {
+		ret = umn_fault_in(argp, sizeof(*argp));
+		if (ret)
+			break;
+	}
+	return ret;
 }
 
 /* Pages SETUP charged the opener's user for. */

@@ -146,9 +146,8 @@ struct umn_area {
  * @sigio_work:		sends SIGIO outside the notifier, which must not
  *			allocate the signal's queue entry nor walk a
  *			process group
- * @teardown_node:	in its user's teardowns, once another process closed
- *			it last
- * @notifier_ops:	the file's own, so that a region finds its file
+ * @teardown_node:	in its topmost user's teardowns, once another process
+ *			closed it last
  * @all_lock:		serialises joining and leaving @all_mm, @nr_all and
  *			@all_holds
  * @all_mm:		the address space's notifier of WATCH_ALL files,
@@ -209,7 +208,6 @@ struct umn_file {
 	struct fasync_struct *fasync;
 	struct work_struct sigio_work;
 	struct llist_node teardown_node;
-	struct mmu_interval_notifier_ops notifier_ops;
 
 	struct mutex all_lock;		/* joining all_mm */
 	struct umn_all_mm *all_mm;
@@ -221,11 +219,12 @@ struct umn_file {
 };
 
 /**
- * struct umn_region - one registration: 160 bytes, the file found from
- * the notifier's ops (see umn_region_file())
+ * struct umn_region - one registration: 168 bytes
  * @notifier:	interval notifier over the watched range
  * @all_node:	whole-address-space watch: in &umn_file.all_regions
  *		instead
+ * @file:	the file it is of, for the notifier: the notifier's ops
+ *		are one read-only table for every file
  * @space_node:	range watch: in &umn_space.ranges, while linked
  * @space_last:	the greatest last address of its subtree there
  * @cookie_node: node in &umn_file.cookies
@@ -244,6 +243,7 @@ struct umn_region {
 		struct mmu_interval_notifier notifier;
 		struct list_head all_node;
 	};
+	struct umn_file *file;
 	struct rb_node space_node;
 	unsigned long space_last;
 /* Every cause a watch can ask for fits in umn_region.causes. */
@@ -324,20 +324,17 @@ static inline bool umn_has_ring(struct umn_file *file)
 }
 
 /*
- * An argument that faulted again after each fault_in_writeable() (another
- * thread unmapping it as fast): EFAULT, or EINTR if the caller was killed
- * meanwhile.
+ * A copy made without faulting, under regions_lock, failed at @uaddr:
+ * fault @size bytes in there, for the caller to try again (0).  -EFAULT
+ * where they cannot be; -ERESTARTSYS on any signal, for another thread
+ * unmapping them as fast as they are faulted in could keep the caller
+ * trying for as long as it runs.  The callers changed nothing yet.
  */
-static inline int umn_retry_error(void)
+static inline int umn_fault_in(void __user *uaddr, size_t size)
 {
-	return fatal_signal_pending(current) ? -EINTR : -EFAULT;
-}
-
-/* Saves a pointer in every region: 8 of the 160 bytes. */
-static inline struct umn_file *umn_region_file(struct umn_region *region)
-{
-	return container_of(region->notifier.ops, struct umn_file,
-			    notifier_ops);
+	if (fault_in_writeable(uaddr, size))
+		return -EFAULT;
+	return signal_pending(current) ? -ERESTARTSYS : 0;
 }
 
 /* Only for files without a ring, whose regions are all queued ones. */
@@ -376,9 +373,6 @@ void umn_teardown(struct umn_file *file);
 unsigned int umn_cause(enum mmu_notifier_event event);
 bool umn_report(struct umn_file *file, struct umn_region *region,
 		u64 start, u64 end, unsigned int cause);
-bool umn_invalidate(struct mmu_interval_notifier *notifier,
-		    const struct mmu_notifier_range *range,
-		    unsigned long cur_seq);
 int umn_register(struct umn_file *file,
 		 struct ummunotify_register_ioctl __user *argp);
 int umn_watch(struct umn_file *file, struct ummunotify_watch __user *argp);
@@ -418,6 +412,7 @@ int umn_read_reports(struct umn_file *file, char __user *buf, size_t count,
 /* limits.c */
 int umn_user_get(struct umn_file *file);
 void umn_user_release(struct umn_file *file);
+bool umn_user_may_see(struct umn_file *file, const struct file *seen);
 int umn_charge_watch(struct umn_file *file);
 void umn_uncharge_watch(struct umn_file *file);
 int umn_charge_pages(struct umn_file *file, unsigned long pages);

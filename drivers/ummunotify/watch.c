@@ -15,7 +15,7 @@
 #include "trace.h"
 
 /* What a watch costs, as the documentation says. */
-static_assert(sizeof(struct umn_region) <= 160);
+static_assert(sizeof(struct umn_region) <= 168);
 
 /*
  * Unknown future events count as CLEAR: assume the pages changed (Kbuild
@@ -120,13 +120,13 @@ bool umn_report(struct umn_file *file, struct umn_region *region,
  * Runs before the pages go away, possibly where sleeping is not allowed
  * (OOM reaper): a spinlock only, no allocation, no user access.
  */
-bool umn_invalidate(struct mmu_interval_notifier *notifier,
-		    const struct mmu_notifier_range *range,
-		    unsigned long cur_seq)
+static bool umn_invalidate(struct mmu_interval_notifier *notifier,
+			   const struct mmu_notifier_range *range,
+			   unsigned long cur_seq)
 {
 	struct umn_region *region = container_of(notifier, struct umn_region,
 						 notifier);
-	struct umn_file *file = umn_region_file(region);
+	struct umn_file *file = region->file;
 	unsigned int cause = umn_cause(range->event);
 	u64 start = max_t(u64, range->start, umn_region_start(region));
 	u64 end = min_t(u64, range->end, umn_region_end(file, region));
@@ -143,6 +143,10 @@ bool umn_invalidate(struct mmu_interval_notifier *notifier,
 		umn_wake(file);
 	return true;
 }
+
+static const struct mmu_interval_notifier_ops umn_notifier_ops = {
+	.invalidate = umn_invalidate,
+};
 
 static struct umn_region *umn_find(struct umn_file *file, u64 cookie)
 {
@@ -233,6 +237,7 @@ static struct umn_region *umn_alloc_region(struct umn_file *file, u64 cookie,
 	}
 	if (!region)
 		return NULL;
+	region->file = file;
 	region->cookie = cookie;
 	/* The end of the address space is always news. */
 	region->causes = causes | BIT(UMMUNOTIFY_CAUSE_RELEASE);
@@ -385,7 +390,7 @@ static int umn_start(struct umn_file *file, struct umn_region *region,
 	if (region->all)
 		return umn_all_start(file, region, restartable);
 	ret = mmu_interval_notifier_insert(&region->notifier, file->mm, start,
-					   end - start, &file->notifier_ops);
+					   end - start, &umn_notifier_ops);
 	/*
 	 * The address space's first interval notifier is registered with
 	 * mm_take_all_locks(), which gives up on any signal: start again.

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <unistd.h>
 
 #include <linux/ummunotify.h>
 
@@ -42,15 +43,15 @@ static inline int setup(int fd, struct ummunotify_params *p, __u32 slots,
 	return uioctl(fd, UMMUNOTIFY_SETUP, p);
 }
 
-/* The number on the line "KEY:" of /proc/self/fdinfo/FD, -1 if none. */
-static inline long long fdinfo(int fd, const char *key)
+/* The number on the line "KEY:" of /proc/PID/fdinfo/FD, -1 if none. */
+static inline long long fdinfo_of(pid_t pid, int fd, const char *key)
 {
 	size_t keylen = strlen(key);
 	long long value = -1;
 	char path[64], line[128];
 	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+	snprintf(path, sizeof(path), "/proc/%d/fdinfo/%d", (int)pid, fd);
 	f = fopen(path, "re");
 	if (!f)
 		return -1;
@@ -62,6 +63,11 @@ static inline long long fdinfo(int fd, const char *key)
 	}
 	fclose(f);
 	return value;
+}
+
+static inline long long fdinfo(int fd, const char *key)
+{
+	return fdinfo_of(getpid(), fd, key);
 }
 
 static inline long long read_number(const char *path)

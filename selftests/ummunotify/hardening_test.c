@@ -31,6 +31,7 @@
 #include <sys/resource.h>
 #include <sys/uio.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -411,14 +412,18 @@ TEST_F(owner, read_repairs_a_garbage_head_on_an_empty_ring_without_efault)
 struct zap {
 	void *page;
 	atomic_bool stop;
+	double seconds;		/* 0: until stop */
 };
 
 static void *zap_page(void *arg)
 {
 	struct zap *z = arg;
+	struct timespec start;
 
 	pin_to_cpu(1);
-	while (!atomic_load(&z->stop))
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	while (!atomic_load(&z->stop) &&
+	       (!z->seconds || seconds_since(&start) < z->seconds))
 		madvise(z->page, ps, MADV_DONTNEED);
 	return NULL;
 }
@@ -465,6 +470,64 @@ TEST_F(bare, a_request_is_answered_as_made_when_its_page_goes_away)
 	pthread_join(t, NULL);
 	TH_LOG("%ld files set up while their arguments' page went away",
 	       calls);
+	munmap(z.page, ps);
+	close(memfd);
+}
+
+/*
+ * A call whose argument another thread unmaps as fast as the call faults
+ * it in ends on a signal, as a call that waits does.  SETUP makes the
+ * area before it writes its answer: with a 4 MiB ring each try takes long
+ * enough for the zapping thread to win every race.  Before the fix only
+ * SIGKILL ended the tries; SETUP went on until the zapping stopped, after
+ * ZAP_SECONDS, and returned 0 then.
+ */
+#define ZAP_SECONDS	3.0
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+}
+
+TEST_F(bare, a_setup_whose_argument_keeps_going_away_ends_on_a_signal)
+{
+	/* No SA_RESTART: the interrupted call returns EINTR. */
+	struct sigaction sa = { .sa_handler = on_alarm };
+	struct itimerval alarm_in = { .it_value.tv_usec = 100000 };
+	struct ummunotify_params *params;
+	struct zap z = { .seconds = ZAP_SECONDS };
+	struct timespec start;
+	int memfd, fd, ret;
+	double took;
+	pthread_t t;
+
+	memfd = memfd_create("request", 0);
+	ASSERT_LE(0, memfd);
+	ASSERT_EQ(0, ftruncate(memfd, ps));
+	z.page = mmap(NULL, ps, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	ASSERT_NE(MAP_FAILED, z.page);
+	params = z.page;
+	fd = open(DEVICE, O_RDWR);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(WATCH_RING, exchange(fd, WATCH_RING));
+	*params = (struct ummunotify_params) { .ring_entries = 1 << 17 };
+	ASSERT_EQ(0, sigaction(SIGALRM, &sa, NULL));
+	pin_to_cpu(0);
+	ASSERT_EQ(0, pthread_create(&t, NULL, zap_page, &z));
+	ASSERT_EQ(0, setitimer(ITIMER_REAL, &alarm_in, NULL));
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	ret = uioctl(fd, UMMUNOTIFY_SETUP, params);
+	took = seconds_since(&start);
+	atomic_store(&z.stop, true);
+	pthread_join(t, NULL);
+	TH_LOG("SETUP returned %d after %.3f s", ret, took);
+	EXPECT_EQ(-EINTR, ret);
+	EXPECT_GT(ZAP_SECONDS / 2, took);
+	/* It changed nothing: made again, it works. */
+	EXPECT_EQ(0, uioctl(fd, UMMUNOTIFY_SETUP, params));
+	EXPECT_EQ(1U << 17, params->ring_entries);
+	signal(SIGALRM, SIG_DFL);
+	close(fd);
 	munmap(z.page, ps);
 	close(memfd);
 }
@@ -574,6 +637,76 @@ static int watches_as(uid_t uid, char *buf, int n)
 	default:
 		return -EPROTO;
 	}
+}
+
+/*
+ * What a file's fdinfo and the module's totals in sysfs show tells when
+ * watched memory changed.  A process of another user the descriptor went
+ * to sees none of the file's counts, nor its user's, nor the totals; the
+ * opener's user and root see them all.  Before the fix every user saw
+ * every one.
+ */
+#define SYS_EVENTS	"/sys/class/misc/ummunotify/events"
+
+TEST_F(bare, another_user_holding_the_file_sees_none_of_its_counts)
+{
+	char *buf = map_guarded(_metadata, 1);
+	int ready[2], go[2], sock[2], fd;
+	pid_t opener, other;
+	char text[32], byte;
+
+	ASSERT_EQ(0, pipe(ready));
+	ASSERT_EQ(0, pipe(go));
+	ASSERT_EQ(0, socketpair(AF_UNIX, SOCK_DGRAM, 0, sock));
+	opener = fork();
+	ASSERT_LE(0, opener);
+	if (!opener) {
+		if (become(TEST_UID))
+			_exit(10);
+		fd = file_with_watches(buf, 1, 0);
+		if (fd < 0 || fdinfo(fd, "regions") != 1 ||
+		    fdinfo(fd, "user_watches") < 1)
+			_exit(11);
+		if (send_fd(sock[0], fd) ||
+		    write(ready[1], &fd, sizeof(fd)) != sizeof(fd) ||
+		    read(go[0], &byte, 1) != 1)
+			_exit(12);
+		_exit(0);
+	}
+	close(ready[1]);
+	ASSERT_EQ(sizeof(fd), read(ready[0], &fd, sizeof(fd)))
+		TH_LOG("the opener exited with %d", wait_child(opener));
+	EXPECT_EQ(1, fdinfo_of(opener, fd, "regions"));
+	EXPECT_EQ(0, read_file(SYS_EVENTS, text, sizeof(text)));
+
+	other = fork();
+	ASSERT_LE(0, other);
+	if (!other) {
+		if (become(OTHER_UID))
+			_exit(20);
+		fd = recv_fd(sock[1]);
+		if (fd < 0)
+			_exit(21);
+		/* The VFS's lines, not the module's. */
+		if (fdinfo(fd, "flags") < 0)
+			_exit(22);
+		if (fdinfo(fd, "regions") != -1 ||
+		    fdinfo(fd, "events") != -1 ||
+		    fdinfo(fd, "user_watches") != -1)
+			_exit(23);
+		if (!read_file(SYS_EVENTS, text, sizeof(text)) ||
+		    errno != EACCES)
+			_exit(24);
+		_exit(0);
+	}
+	EXPECT_EQ(0, wait_child(other));
+	ASSERT_EQ(1, write(go[1], "g", 1));
+	EXPECT_EQ(0, wait_child(opener));
+	close(ready[0]);
+	close(go[0]);
+	close(go[1]);
+	close(sock[0]);
+	close(sock[1]);
 }
 
 TEST_F(user_limits, max_user_watches_bounds_the_files_of_one_user_in_all_processes)
@@ -692,6 +825,151 @@ TEST_F(user_limits, a_user_namespace_shares_its_creators_budget)
 		TH_LOG("namespace child status %#x", status);
 	ASSERT_EQ(1, write(hold[1], "g", 1));
 	EXPECT_EQ(0, wait_child(holder));
+}
+
+/*
+ * A user namespace root makes, as a container runtime does ("unshare -U"
+ * as root), has budgets of its own: per user of the namespace, and for
+ * all of them together (max_ns_pages).  Its tenants, up to their limits,
+ * make no open() fail for root or for another such namespace, even one
+ * whose uid 0 is root's ("unshare -U -r").  Before the fix they were
+ * charged to root, the namespace's creator, and spent root's budget.
+ */
+#define NS_FILES	4	/* per user, in pages: 3 each */
+
+/* Files opened until one fails; the last error in *ERR. */
+static int open_until_refused(int *err)
+{
+	int n = 0;
+
+	while (n < 64 && open(DEVICE, O_RDONLY) >= 0)
+		n++;
+	*err = errno;
+	return n;
+}
+
+/*
+ * A child of root's in a new user namespace, mapping its uids 0..999 from
+ * BASE (0: just its uid 0 to root), as uid 0 there; it runs FN, reports
+ * what it returns on REPORT, and holds its files until GO closes.
+ */
+struct tenant {
+	int report[2], go[2];
+	pid_t pid;
+};
+
+static int in_namespace(struct tenant *t, unsigned int base,
+			void (*fn)(struct tenant *t))
+{
+	char path[64], map[32];
+	int ready[2];
+	char byte;
+
+	if (pipe(ready) || pipe(t->report) || pipe(t->go))
+		return -1;
+	t->pid = fork();
+	if (t->pid < 0)
+		return -1;
+	if (!t->pid) {
+		close(ready[0]);
+		close(t->go[1]);
+		if (unshare(CLONE_NEWUSER) || write(ready[1], "n", 1) != 1 ||
+		    read(t->go[0], &byte, 1) != 1 ||
+		    setresgid(0, 0, 0) || setresuid(0, 0, 0))
+			_exit(1);
+		fn(t);
+		/* Holds its files until the test closes GO. */
+		while (read(t->go[0], &byte, 1) > 0)
+			;
+		_exit(0);
+	}
+	close(ready[1]);
+	if (read(ready[0], &byte, 1) != 1)
+		return -1;
+	close(ready[0]);
+	snprintf(map, sizeof(map), "0 %u %u\n", base, base ? 1000 : 1);
+	snprintf(path, sizeof(path), "/proc/%d/uid_map", t->pid);
+	if (write_file(path, map))
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%d/setgroups", t->pid);
+	if (write_file(path, "deny\n"))
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%d/gid_map", t->pid);
+	if (write_file(path, map) || write(t->go[1], "g", 1) != 1)
+		return -1;
+	return 0;
+}
+
+/* In the namespace: what uid 0 opens, then uid 1 meanwhile. */
+static void two_users_open(struct tenant *t)
+{
+	int n[4];
+	pid_t pid;
+
+	n[0] = open_until_refused(&n[1]);
+	pid = fork();
+	if (!pid) {
+		if (setresuid(1, 1, 1))
+			_exit(1);
+		n[2] = open_until_refused(&n[3]);
+		_exit(write(t->report[1], &n[2], 2 * sizeof(int)) !=
+		      2 * sizeof(int));
+	}
+	/* uid 1's, then uid 0's: the files of uid 1 go at its exit. */
+	waitpid(pid, NULL, 0);
+	if (write(t->report[1], n, 2 * sizeof(int)) != 2 * sizeof(int))
+		_exit(2);
+}
+
+static void one_open(struct tenant *t)
+{
+	int n[2];
+
+	n[0] = open(DEVICE, O_RDONLY) >= 0;
+	n[1] = n[0] ? 0 : errno;
+	if (write(t->report[1], n, sizeof(n)) != sizeof(n))
+		_exit(2);
+}
+
+static void end_tenant(struct __test_metadata *_metadata, struct tenant *t)
+{
+	close(t->go[1]);
+	EXPECT_EQ(0, wait_child(t->pid));
+	close(t->go[0]);
+	close(t->report[0]);
+	close(t->report[1]);
+}
+
+TEST_F(user_limits, a_container_spends_neither_roots_budget_nor_another_containers)
+{
+	struct tenant a, b;
+	int uid1[2], uid0[2], got[2], fd;
+
+	ASSERT_EQ(0, set_param("max_user_pages", 3 * NS_FILES));
+	/* uid 0 and uid 1 of one namespace: NS_FILES each, 6 together. */
+	EXPECT_EQ(0, set_param("max_ns_pages", 3 * 6));
+	ASSERT_EQ(0, in_namespace(&a, 200000, two_users_open));
+	ASSERT_EQ(sizeof(uid1), read(a.report[0], uid1, sizeof(uid1)));
+	ASSERT_EQ(sizeof(uid0), read(a.report[0], uid0, sizeof(uid0)));
+	TH_LOG("in the namespace uid 0 opened %d files, then uid 1 %d",
+	       uid0[0], uid1[0]);
+	EXPECT_EQ(NS_FILES, uid0[0]);
+	EXPECT_EQ(ENOSPC, uid0[1]);
+	EXPECT_EQ(6 - NS_FILES, uid1[0]);
+	EXPECT_EQ(ENOSPC, uid1[1]);
+
+	/* Meanwhile root opens, and so does another namespace's uid 0. */
+	fd = open(DEVICE, O_RDONLY);
+	EXPECT_LE(0, fd) TH_LOG("root's open(): %s", strerror(errno));
+	ASSERT_EQ(0, in_namespace(&b, 0, one_open));
+	ASSERT_EQ(sizeof(got), read(b.report[0], got, sizeof(got)));
+	EXPECT_EQ(1, got[0]) TH_LOG("the other namespace's open(): %s",
+				    strerror(got[1]));
+	end_tenant(_metadata, &b);
+	end_tenant(_metadata, &a);
+	if (fd >= 0)
+		close(fd);
+	EXPECT_EQ(0, set_param("max_ns_pages", 0));
 }
 
 /*
