@@ -674,7 +674,7 @@ TEST_F(bare, another_user_holding_the_file_sees_none_of_its_counts)
 		_exit(0);
 	}
 	close(ready[1]);
-	ASSERT_EQ(sizeof(fd), read(ready[0], &fd, sizeof(fd)))
+	ASSERT_EQ((ssize_t)sizeof(fd), read(ready[0], &fd, sizeof(fd)))
 		TH_LOG("the opener exited with %d", wait_child(opener));
 	EXPECT_EQ(1, fdinfo_of(opener, fd, "regions"));
 	EXPECT_EQ(0, read_file(SYS_EVENTS, text, sizeof(text)));
@@ -949,8 +949,8 @@ TEST_F(user_limits, a_container_spends_neither_roots_budget_nor_another_containe
 	/* uid 0 and uid 1 of one namespace: NS_FILES each, 6 together. */
 	EXPECT_EQ(0, set_param("max_ns_pages", 3 * 6));
 	ASSERT_EQ(0, in_namespace(&a, 200000, two_users_open));
-	ASSERT_EQ(sizeof(uid1), read(a.report[0], uid1, sizeof(uid1)));
-	ASSERT_EQ(sizeof(uid0), read(a.report[0], uid0, sizeof(uid0)));
+	ASSERT_EQ((ssize_t)sizeof(uid1), read(a.report[0], uid1, sizeof(uid1)));
+	ASSERT_EQ((ssize_t)sizeof(uid0), read(a.report[0], uid0, sizeof(uid0)));
 	TH_LOG("in the namespace uid 0 opened %d files, then uid 1 %d",
 	       uid0[0], uid1[0]);
 	EXPECT_EQ(NS_FILES, uid0[0]);
@@ -962,7 +962,7 @@ TEST_F(user_limits, a_container_spends_neither_roots_budget_nor_another_containe
 	fd = open(DEVICE, O_RDONLY);
 	EXPECT_LE(0, fd) TH_LOG("root's open(): %s", strerror(errno));
 	ASSERT_EQ(0, in_namespace(&b, 0, one_open));
-	ASSERT_EQ(sizeof(got), read(b.report[0], got, sizeof(got)));
+	ASSERT_EQ((ssize_t)sizeof(got), read(b.report[0], got, sizeof(got)));
 	EXPECT_EQ(1, got[0]) TH_LOG("the other namespace's open(): %s",
 				    strerror(got[1]));
 	end_tenant(_metadata, &b);
