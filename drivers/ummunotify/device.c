@@ -98,13 +98,13 @@ static int umn_try_exchange(struct umn_file *file, u32 granted,
  */
 static int umn_exchange_features(struct umn_file *file, u32 __user *argp)
 {
-	u32 granted;
+	u32 asked, granted;
 	int ret;
 
 	/* Fail on an unwritable argument now, not under regions_lock. */
-	if (get_user(granted, argp) || put_user(granted, argp))
+	if (get_user(asked, argp) || put_user(asked, argp))
 		return -EFAULT;
-	granted &= UMN_SUPPORTED_FEATURES;
+	granted = asked & UMN_SUPPORTED_FEATURES;
 	/* Pressure advisories are ring events. */
 	if (!(granted & UMMUNOTIFY_FEATURE_RING))
 		granted &= ~UMMUNOTIFY_FEATURE_PRESSURE;
@@ -113,6 +113,9 @@ static int umn_exchange_features(struct umn_file *file, u32 __user *argp)
 		if (ret)
 			break;
 	}
+	/* A restart reads the argument again: put back what the caller wrote. */
+	if (ret == -ERESTARTSYS && put_user(asked, argp))
+		ret = -EFAULT;
 	return ret;
 }
 

@@ -237,7 +237,10 @@ out_unlock:
 	return ret;
 }
 
-/* The request is read once: fault_in_writeable() overwrites it. */
+/*
+ * The request is read once: fault_in_writeable() overwrites it, and the
+ * answer may be half written when a copy faults.
+ */
 int umn_setup(struct umn_file *file, struct ummunotify_params __user *argp)
 {
 	struct ummunotify_params request;
@@ -255,6 +258,9 @@ int umn_setup(struct umn_file *file, struct ummunotify_params __user *argp)
 		if (ret)
 			break;
 	}
+	/* A restart reads the argument again: put back what the caller wrote. */
+	if (ret == -ERESTARTSYS && copy_to_user(argp, &request, sizeof(request)))
+		ret = -EFAULT;
 	return ret;
 }
 
