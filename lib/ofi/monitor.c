@@ -141,6 +141,7 @@ static struct monitor {
 	pthread_mutex_t import_lock;
 	bool imported;
 	bool fini;			/* fi_fini() ran while a cache was active */
+	bool closing;			/* start() fails: the import closes */
 
 	struct umn_ofi_stats stats;
 } mon = {
@@ -641,6 +642,10 @@ static void *mon_thread(void *p)
 			return thread_failed("poll", errno, arg.gen);
 		if (pfd[0].revents & (POLLERR | POLLHUP | POLLNVAL))
 			return thread_failed("the device", EIO, arg.gen);
+		/* Else it would spin, or read whatever reused the fd. */
+		if (pfd[1].revents & (POLLERR | POLLNVAL))
+			return thread_failed("the wakeup eventfd", EIO,
+					     arg.gen);
 		if ((pfd[1].revents & POLLIN) &&
 		    read(mon.kick_fd, &count, sizeof(count)) < 0 &&
 		    errno != EAGAIN)
@@ -892,7 +897,8 @@ static int mon_start(struct fid_mem_monitor *monitor)
 	if (!ret) {
 		pthread_once(&fork_once, register_fork_handlers);
 		pthread_mutex_lock(&mon.lock);
-		ret = mon.failed ? -EIO : mon.current ? 0 : thread_start();
+		ret = mon.failed || mon.closing ? -EIO :
+		      mon.current ? 0 : thread_start();
 		mon.wanted = !ret;
 		pthread_mutex_unlock(&mon.lock);
 	}
@@ -1002,6 +1008,13 @@ static void close_import(bool fini)
 		goto out;
 	pthread_mutex_lock(&mon.lock);
 	active = mon.wanted;
+	/*
+	 * In the same section as the check: a domain opened by another
+	 * thread from here on must not start a thread that mon_reap() would
+	 * join (it joins the stopped one, forever) or whose eventfd it
+	 * would close.
+	 */
+	mon.closing = !active;
 	if (active && fini) {
 		mon.fini = true;
 		WRITE_ONCE(mon.failed, true);
@@ -1016,6 +1029,9 @@ static void close_import(bool fini)
 	mon_stop_thread();
 	mon_reap();
 	fi_close(&mon.fid.fid);
+	pthread_mutex_lock(&mon.lock);
+	mon.closing = false;
+	pthread_mutex_unlock(&mon.lock);
 	mon.imported = false;
 	WRITE_ONCE(mon.stats.imported, false);
 	FI_INFO(&umn_ofi__prov, FI_LOG_MR,
