@@ -528,6 +528,11 @@ static void run_retirements(uint64_t gen)
 	uint64_t end;
 
 	pthread_mutex_lock(&mon.lock);
+	/* Once stopped, the queue is the next generation's. */
+	if (mon.gen != gen) {
+		pthread_mutex_unlock(&mon.lock);
+		return;
+	}
 	n = mon.queued;
 	memcpy(mon.batch, mon.queue, n * sizeof(*mon.batch));
 	mon.queued = 0;
@@ -578,6 +583,11 @@ static void *thread_failed(const char *what, int err, uint64_t gen)
 	struct mon_watch *mw;
 
 	pthread_mutex_lock(&mon.lock);
+	/* A stopped thread's error is not the next generation's. */
+	if (mon.gen != gen) {
+		pthread_mutex_unlock(&mon.lock);
+		return NULL;
+	}
 	WRITE_ONCE(mon.failed, true);
 	for (mw = mon.watches; mw < mon.watches + mon.max; mw++)
 		if (meta(mw)->state == W_LIVE || meta(mw)->state == W_FORKED)
