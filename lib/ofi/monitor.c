@@ -1030,6 +1030,14 @@ static void close_import(bool fini)
 		WRITE_ONCE(mon.failed, true);
 	}
 	pthread_mutex_unlock(&mon.lock);
+	/*
+	 * A notify() already past the check of fini finishes before
+	 * fi_fini() destroys the locks it takes.
+	 */
+	if (active && fini) {
+		pthread_mutex_lock(&mon.notify_lock);
+		pthread_mutex_unlock(&mon.notify_lock);
+	}
 	if (active) {
 		FI_INFO(&umn_ofi__prov, FI_LOG_MR, "%s\n", fini ?
 			"fi_fini() while a cache uses the ummunotify memory monitor: it stays imported, caching nothing" :
