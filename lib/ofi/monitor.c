@@ -595,7 +595,7 @@ static void *thread_failed(const char *what, int err, uint64_t gen)
 	pthread_mutex_unlock(&mon.lock);
 	stat_add(failures, 1);
 	if (!__atomic_exchange_n(&said, true, __ATOMIC_RELAXED))
-		umn_ofi__say("the ummunotify monitor's thread stopped (%s: %s): registrations are not cached until every domain is closed",
+		umn_ofi__say(true, "the ummunotify monitor's thread stopped (%s: %s): registrations are not cached until every domain is closed",
 			     what, strerror(err));
 	run_retirements(gen);
 	return NULL;
@@ -915,7 +915,8 @@ static int mon_start(struct fid_mem_monitor *monitor)
 	if (ret) {
 		/* libfabric says so for every domain, at warning level. */
 		if (!__atomic_exchange_n(&said, true, __ATOMIC_RELAXED))
-			umn_ofi__say("the ummunotify memory monitor cannot start (%s): domains opened now cache no registrations",
+			umn_ofi__say(ret == -EMFILE || ret == -ENOSPC,
+				     "the ummunotify memory monitor cannot start (%s): domains opened now cache no registrations",
 				     strerror(-ret));
 		return ret;
 	}
@@ -944,7 +945,7 @@ struct fid_mem_monitor *umn_ofi__monitor(void)
 }
 
 /* libfabric's own monitors, whose names in FI_MR_CACHE_MONITOR it obeys. */
-static bool libfabric_monitor(const char *name)
+bool umn_ofi__libfabric_monitor(const char *name)
 {
 	static const char *const names[] = {
 		"userfaultfd", "uffd", "memhooks", "kdreg2", "disabled",
@@ -963,7 +964,7 @@ int umn_ofi_import(void)
 	int ret;
 
 	/* libfabric would obey it at fi_ini(), but not after an import. */
-	if (want && libfabric_monitor(want))
+	if (want && umn_ofi__libfabric_monitor(want))
 		return -EPERM;
 	/* Nothing opened yet: start() does, if a cache ever starts. */
 	ret = umn_ofi__have_device();
