@@ -10,7 +10,7 @@
  * offers no fabric (fi_getinfo() never returns it) only if it did: then
  * "fi_info -l" lists ummunotify exactly when the monitor is in use.  At
  * fi_fini() the provider's cleanup closes the import, as libfabric
- * expects of an importer (see umn_ofi__close()).
+ * expects of an importer (see umn_ofi__fini()).
  */
 #define _GNU_SOURCE	/* O_CLOEXEC, dladdr() */
 #include <dlfcn.h>
