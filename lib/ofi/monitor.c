@@ -141,6 +141,7 @@ static struct monitor {
 	pthread_mutex_t import_lock;
 	bool imported;
 	bool fini;			/* fi_fini() ran while a cache was active */
+	bool closing;			/* start() fails: the import closes */
 
 	struct umn_ofi_stats stats;
 } mon = {
@@ -527,6 +528,11 @@ static void run_retirements(uint64_t gen)
 	uint64_t end;
 
 	pthread_mutex_lock(&mon.lock);
+	/* Once stopped, the queue is the next generation's. */
+	if (mon.gen != gen) {
+		pthread_mutex_unlock(&mon.lock);
+		return;
+	}
 	n = mon.queued;
 	memcpy(mon.batch, mon.queue, n * sizeof(*mon.batch));
 	mon.queued = 0;
@@ -577,6 +583,11 @@ static void *thread_failed(const char *what, int err, uint64_t gen)
 	struct mon_watch *mw;
 
 	pthread_mutex_lock(&mon.lock);
+	/* A stopped thread's error is not the next generation's. */
+	if (mon.gen != gen) {
+		pthread_mutex_unlock(&mon.lock);
+		return NULL;
+	}
 	WRITE_ONCE(mon.failed, true);
 	for (mw = mon.watches; mw < mon.watches + mon.max; mw++)
 		if (meta(mw)->state == W_LIVE || meta(mw)->state == W_FORKED)
@@ -584,7 +595,7 @@ static void *thread_failed(const char *what, int err, uint64_t gen)
 	pthread_mutex_unlock(&mon.lock);
 	stat_add(failures, 1);
 	if (!__atomic_exchange_n(&said, true, __ATOMIC_RELAXED))
-		umn_ofi__say("the ummunotify monitor's thread stopped (%s: %s): registrations are not cached until every domain is closed",
+		umn_ofi__say(true, "the ummunotify monitor's thread stopped (%s: %s): registrations are not cached until every domain is closed",
 			     what, strerror(err));
 	run_retirements(gen);
 	return NULL;
@@ -641,6 +652,10 @@ static void *mon_thread(void *p)
 			return thread_failed("poll", errno, arg.gen);
 		if (pfd[0].revents & (POLLERR | POLLHUP | POLLNVAL))
 			return thread_failed("the device", EIO, arg.gen);
+		/* Else it would spin, or read whatever reused the fd. */
+		if (pfd[1].revents & (POLLERR | POLLNVAL))
+			return thread_failed("the wakeup eventfd", EIO,
+					     arg.gen);
 		if ((pfd[1].revents & POLLIN) &&
 		    read(mon.kick_fd, &count, sizeof(count)) < 0 &&
 		    errno != EAGAIN)
@@ -892,14 +907,16 @@ static int mon_start(struct fid_mem_monitor *monitor)
 	if (!ret) {
 		pthread_once(&fork_once, register_fork_handlers);
 		pthread_mutex_lock(&mon.lock);
-		ret = mon.failed ? -EIO : mon.current ? 0 : thread_start();
+		ret = mon.failed || mon.closing ? -EIO :
+		      mon.current ? 0 : thread_start();
 		mon.wanted = !ret;
 		pthread_mutex_unlock(&mon.lock);
 	}
 	if (ret) {
 		/* libfabric says so for every domain, at warning level. */
 		if (!__atomic_exchange_n(&said, true, __ATOMIC_RELAXED))
-			umn_ofi__say("the ummunotify memory monitor cannot start (%s): domains opened now cache no registrations",
+			umn_ofi__say(ret == -EMFILE || ret == -ENOSPC,
+				     "the ummunotify memory monitor cannot start (%s): domains opened now cache no registrations",
 				     strerror(-ret));
 		return ret;
 	}
@@ -928,7 +945,7 @@ struct fid_mem_monitor *umn_ofi__monitor(void)
 }
 
 /* libfabric's own monitors, whose names in FI_MR_CACHE_MONITOR it obeys. */
-static bool libfabric_monitor(const char *name)
+bool umn_ofi__libfabric_monitor(const char *name)
 {
 	static const char *const names[] = {
 		"userfaultfd", "uffd", "memhooks", "kdreg2", "disabled",
@@ -947,7 +964,7 @@ int umn_ofi_import(void)
 	int ret;
 
 	/* libfabric would obey it at fi_ini(), but not after an import. */
-	if (want && libfabric_monitor(want))
+	if (want && umn_ofi__libfabric_monitor(want))
 		return -EPERM;
 	/* Nothing opened yet: start() does, if a cache ever starts. */
 	ret = umn_ofi__have_device();
@@ -1002,11 +1019,26 @@ static void close_import(bool fini)
 		goto out;
 	pthread_mutex_lock(&mon.lock);
 	active = mon.wanted;
+	/*
+	 * In the same section as the check: a domain opened by another
+	 * thread from here on must not start a thread that mon_reap() would
+	 * join (it joins the stopped one, forever) or whose eventfd it
+	 * would close.
+	 */
+	mon.closing = !active;
 	if (active && fini) {
 		mon.fini = true;
 		WRITE_ONCE(mon.failed, true);
 	}
 	pthread_mutex_unlock(&mon.lock);
+	/*
+	 * A notify() already past the check of fini finishes before
+	 * fi_fini() destroys the locks it takes.
+	 */
+	if (active && fini) {
+		pthread_mutex_lock(&mon.notify_lock);
+		pthread_mutex_unlock(&mon.notify_lock);
+	}
 	if (active) {
 		FI_INFO(&umn_ofi__prov, FI_LOG_MR, "%s\n", fini ?
 			"fi_fini() while a cache uses the ummunotify memory monitor: it stays imported, caching nothing" :
@@ -1016,6 +1048,9 @@ static void close_import(bool fini)
 	mon_stop_thread();
 	mon_reap();
 	fi_close(&mon.fid.fid);
+	pthread_mutex_lock(&mon.lock);
+	mon.closing = false;
+	pthread_mutex_unlock(&mon.lock);
 	mon.imported = false;
 	WRITE_ONCE(mon.stats.imported, false);
 	FI_INFO(&umn_ofi__prov, FI_LOG_MR,

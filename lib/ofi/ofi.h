@@ -40,8 +40,15 @@ bool umn_ofi__asked(void);
  * provider is, unless FI_LOG_LEVEL asks (libfabric's log) or the program
  * asked for the monitor (then one line on stderr, whatever the level):
  * every rank of every libfabric program would say it, on a node without
- * the module, tools that never register memory among them.
+ * the module, tools that never register memory among them.  Loud: on
+ * stderr anyway, for what an admin must fix (a denied device, a limit
+ * used up, a thread that failed mid-job), which a node without the
+ * module never says.
  */
-void umn_ofi__say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void umn_ofi__say(bool loud, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* FI_MR_CACHE_MONITOR names one of libfabric's own monitors. */
+bool umn_ofi__libfabric_monitor(const char *name);
 
 #endif /* UMN_OFI_INTERNAL_H */

@@ -52,7 +52,9 @@ OFI_LDFLAGS	:= -Wl,-z,nodelete -Wl,-z,defs -Wl,--enable-new-dtags \
 		   -Wl,-rpath,'$$ORIGIN:$$ORIGIN/..'
 # The provider link's directory is LIBDIR, or beside it: the run path
 # finds the library, as the loader does in /lib and /usr/lib; else
-# install-ofi warns unless ld.so.conf names LIBDIR.
+# install-ofi warns unless ld.so.conf names LIBDIR.  Not into a DESTDIR:
+# this system's ld.so.conf says nothing of the one it is staged for.
+# ldconfig -X: -N alone still updates the libraries' links, as root.
 OFI_FOUND	= $(filter $(LIBDIR),$(OFI_PROVDIR) /lib /usr/lib \
 			   $(patsubst %/,%,$(dir $(OFI_PROVDIR))))
 
@@ -90,7 +92,7 @@ install-ofi: $(OFI_LIBS) $(OFI_PROV)
 	install -d $(DESTDIR)$(OFI_PROVDIR)
 	ln -sfn $(if $(filter $(LIBDIR)/libfabric,$(OFI_PROVDIR)),..,$(LIBDIR))/$(OFI_SONAME) \
 		$(DESTDIR)$(OFI_PROVDIR)/libummunotify-fi.so
-	$(if $(OFI_FOUND),,@/sbin/ldconfig -N -v 2>/dev/null | \
+	$(if $(OFI_FOUND)$(DESTDIR),,@/sbin/ldconfig -N -X -v 2>/dev/null | \
 		grep -q '^$(LIBDIR):' || echo "install-ofi: WARNING: libfabric cannot load $(OFI_PROVDIR)/libummunotify-fi.so: neither its run path nor the loader finds $(LIBDIR)/libummunotify.so.1; install with OFI_PROVDIR=$(LIBDIR)/libfabric, or add $(LIBDIR) to /etc/ld.so.conf.d" >&2)
 	install -d $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(MANDIR)/man3 \
 		$(DESTDIR)$(MANDIR)/man7

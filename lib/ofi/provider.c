@@ -10,7 +10,7 @@
  * offers no fabric (fi_getinfo() never returns it) only if it did: then
  * "fi_info -l" lists ummunotify exactly when the monitor is in use.  At
  * fi_fini() the provider's cleanup closes the import, as libfabric
- * expects of an importer (see umn_ofi__close()).
+ * expects of an importer (see umn_ofi__fini()).
  */
 #define _GNU_SOURCE	/* O_CLOEXEC, dladdr() */
 #include <dlfcn.h>
@@ -65,24 +65,25 @@ bool umn_ofi__asked(void)
  * unset: the libfabric this library logs through never set its log up
  * (see FI_EXT_INI): then FI_LOG_LEVEL asks for stderr too.
  */
-static void vsay(bool unset, const char *fmt, va_list ap)
+static void vsay(bool unset, bool loud, const char *fmt, va_list ap)
 {
 	char msg[256];
 
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	if (!unset && fi_log_enabled(&umn_ofi__prov, FI_LOG_WARN, FI_LOG_MR))
 		FI_WARN(&umn_ofi__prov, FI_LOG_MR, "%s\n", msg);
-	else if (umn_ofi__asked() || (unset && getenv("FI_LOG_LEVEL")))
+	else if (loud || umn_ofi__asked() ||
+		 (unset && getenv("FI_LOG_LEVEL")))
 		fprintf(stderr, "libfabric:%d:ummunotify:mr: %s\n",
 			(int)getpid(), msg);
 }
 
-void umn_ofi__say(const char *fmt, ...)
+void umn_ofi__say(bool loud, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsay(false, fmt, ap);
+	vsay(false, loud, fmt, ap);
 	va_end(ap);
 }
 
@@ -93,7 +94,7 @@ static void say_unlogged(const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsay(true, fmt, ap);
+	vsay(true, false, fmt, ap);
 	va_end(ap);
 }
 
@@ -162,7 +163,8 @@ FI_EXT_INI
 				want);
 		return &umn_ofi__prov;
 	}
-	if (ret == -EPERM) {
+	/* Not the device's EPERM, which the admin must hear about. */
+	if (ret == -EPERM && want && umn_ofi__libfabric_monitor(want)) {
 		FI_INFO(&umn_ofi__prov, FI_LOG_MR,
 			"FI_MR_CACHE_MONITOR=%s: the ummunotify memory monitor is not imported\n",
 			want);
@@ -173,10 +175,11 @@ FI_EXT_INI
 	said = true;
 	/* The winner may be the program's own copy of this one, or Open MPI's. */
 	if (ret == -EBUSY)
-		umn_ofi__say("%sthe ummunotify memory monitor is not imported: another imported monitor is in use",
+		umn_ofi__say(false, "%sthe ummunotify memory monitor is not imported: another imported monitor is in use",
 		    asked ? "FI_MR_CACHE_MONITOR=ummunotify, but " : "");
 	else
-		umn_ofi__say("%sthe ummunotify memory monitor is not imported (%s%s): libfabric's default monitor is in use",
+		umn_ofi__say(ret == -EACCES || ret == -EPERM,
+		    "%sthe ummunotify memory monitor is not imported (%s%s): libfabric's default monitor is in use",
 		    asked ? "FI_MR_CACHE_MONITOR=ummunotify, but " : "",
 		    ret == -ENODEV ? "" : "/dev/ummunotify: ",
 		    ret == -ENODEV ? "no /dev/ummunotify" : strerror(-ret));

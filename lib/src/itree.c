@@ -18,13 +18,6 @@ static int height(const struct itree_node *node)
 }
 
 /*
- * Child and root pointers are stored with release, after the node's
- * fields, and a lockless search loads them with acquire: it sees the
- * fields of every node it reaches.  A search that races with a rotation
- * may take a wrong turn; the cache checks what it finds, and retries
- * under the lock (cache.c).
- */
-/*
  * Child and root pointers are stored with release, after the fields of
  * the nodes below, and a lockless search loads them with acquire: it sees
  * the fields of every node it reaches.  A search that races with a

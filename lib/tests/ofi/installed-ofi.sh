@@ -73,7 +73,9 @@ out=$(FI_MR_CACHE_MONITOR=memhooks FI_PROVIDER_PATH=$root/lib/libfabric \
 
 # The provider, from the installed directory, without the device: silent
 # as a provider is (every rank of every program would say it), one line
-# in libfabric's log at level warn, and no registration.
+# in libfabric's log at level warn, and no registration.  A device that
+# is there but denied (EACCES, EPERM) it says on stderr at any level: an
+# unprivileged host cannot make such a node, so that is not checked here.
 out=$(FI_PROVIDER_PATH=$root/lib/libfabric without_device \
 	"$build/consumer-ofi" 2>&1) || fail "the program failed: $out"
 [ "$out" = "import -19, imported 0" ] ||
@@ -111,22 +113,27 @@ int main(void)
 }
 C
 libdir=$(PKG_CONFIG_SYSROOT_DIR='' pkg-config --variable=libdir libfabric)
-[ -e "$libdir/libfabric.a" ] || fail "no $libdir/libfabric.a (libfabric-dev)"
-set -- "$libdir/libfabric.a"
-for l in $(PKG_CONFIG_SYSROOT_DIR='' pkg-config --static --libs-only-l libfabric); do
-	[ "$l" = -lfabric ] && continue
-	f=$l
-	for c in "$libdir/lib${l#-l}.so" "$libdir/lib${l#-l}.so".*; do
-		[ -e "$c" ] && { f=$c; break; }
+# Fedora and RHEL ship no libfabric.a: said, not failed (the RPM %check
+# runs this).
+if [ ! -e "$libdir/libfabric.a" ]; then
+	echo "installed-ofi.sh: SKIP: no $libdir/libfabric.a, so no program with libfabric linked statically" >&2
+else
+	set -- "$libdir/libfabric.a"
+	for l in $(PKG_CONFIG_SYSROOT_DIR='' pkg-config --static --libs-only-l libfabric); do
+		[ "$l" = -lfabric ] && continue
+		f=$l
+		for c in "$libdir/lib${l#-l}.so" "$libdir/lib${l#-l}.so".*; do
+			[ -e "$c" ] && { f=$c; break; }
+		done
+		set -- "$@" "$f"
 	done
-	set -- "$@" "$f"
-done
-${CC:-cc} -o "$build/static-libfabric" "$build/static-libfabric.c" "$@" ||
-	fail "cannot link a program with libfabric.a"
-out=$(FI_LOG_LEVEL=warn FI_PROVIDER_PATH=$root/lib/libfabric without_device \
-	"$build/static-libfabric" 2>&1) || fail "the program failed: $out"
-echo "$out" | grep -q 'not imported: the libfabric in .*static-libfabric loaded the provider, which imports into another one' ||
-	fail "libfabric.a loaded the provider, which did not say so: $out"
+	${CC:-cc} -o "$build/static-libfabric" "$build/static-libfabric.c" "$@" ||
+		fail "cannot link a program with libfabric.a"
+	out=$(FI_LOG_LEVEL=warn FI_PROVIDER_PATH=$root/lib/libfabric without_device \
+		"$build/static-libfabric" 2>&1) || fail "the program failed: $out"
+	echo "$out" | grep -q 'not imported: the libfabric in .*static-libfabric loaded the provider, which imports into another one' ||
+		fail "libfabric.a loaded the provider, which did not say so: $out"
+fi
 
 # Its parameter is libfabric's, which fi_info -e lists.
 FI_PROVIDER_PATH=$root/lib/libfabric without_device fi_info -e 2>/dev/null |
