@@ -412,6 +412,7 @@ TEST_F(owner, read_repairs_a_garbage_head_on_an_empty_ring_without_efault)
 struct zap {
 	void *page;
 	atomic_bool stop;
+	atomic_bool zapping;	/* the first zap is done */
 	double seconds;		/* 0: until stop */
 };
 
@@ -423,8 +424,10 @@ static void *zap_page(void *arg)
 	pin_to_cpu(1);
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	while (!atomic_load(&z->stop) &&
-	       (!z->seconds || seconds_since(&start) < z->seconds))
+	       (!z->seconds || seconds_since(&start) < z->seconds)) {
 		madvise(z->page, ps, MADV_DONTNEED);
+		atomic_store(&z->zapping, true);
+	}
 	return NULL;
 }
 
@@ -478,11 +481,14 @@ TEST_F(bare, a_request_is_answered_as_made_when_its_page_goes_away)
  * A call whose argument another thread unmaps as fast as the call faults
  * it in ends on a signal, as a call that waits does.  SETUP makes the
  * area before it writes its answer: with a 4 MiB ring each try takes long
- * enough for the zapping thread to win every race.  Before the fix only
+ * enough for the zapping thread to win most races.  Before the fix only
  * SIGKILL ended the tries; SETUP went on until the zapping stopped, after
- * ZAP_SECONDS, and returned 0 then.
+ * ZAP_SECONDS, and returned 0 then.  A SETUP that the zapping thread never
+ * caught (done before the signal, in one try: seen on 5.10 with both vCPUs
+ * in one host thread) proves nothing and is made again on a new file.
  */
 #define ZAP_SECONDS	3.0
+#define ALARM_SECONDS	0.1
 
 static void on_alarm(int sig)
 {
@@ -493,11 +499,13 @@ TEST_F(bare, a_setup_whose_argument_keeps_going_away_ends_on_a_signal)
 {
 	/* No SA_RESTART: the interrupted call returns EINTR. */
 	struct sigaction sa = { .sa_handler = on_alarm };
-	struct itimerval alarm_in = { .it_value.tv_usec = 100000 };
+	struct itimerval alarm_in = {
+		.it_value.tv_usec = ALARM_SECONDS * 1000000,
+	}, disarm = { 0 };
 	struct ummunotify_params *params;
 	struct zap z = { .seconds = ZAP_SECONDS };
 	struct timespec start;
-	int memfd, fd, ret;
+	int memfd, fd, ret, tries = 0;
 	double took;
 	pthread_t t;
 
@@ -507,20 +515,27 @@ TEST_F(bare, a_setup_whose_argument_keeps_going_away_ends_on_a_signal)
 	z.page = mmap(NULL, ps, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
 	ASSERT_NE(MAP_FAILED, z.page);
 	params = z.page;
-	fd = open(DEVICE, O_RDWR);
-	ASSERT_LE(0, fd);
-	ASSERT_EQ(WATCH_RING, exchange(fd, WATCH_RING));
-	*params = (struct ummunotify_params) { .ring_entries = 1 << 17 };
 	ASSERT_EQ(0, sigaction(SIGALRM, &sa, NULL));
 	pin_to_cpu(0);
 	ASSERT_EQ(0, pthread_create(&t, NULL, zap_page, &z));
-	ASSERT_EQ(0, setitimer(ITIMER_REAL, &alarm_in, NULL));
-	clock_gettime(CLOCK_MONOTONIC, &start);
-	ret = uioctl(fd, UMMUNOTIFY_SETUP, params);
-	took = seconds_since(&start);
+	while (!atomic_load(&z.zapping))
+		sched_yield();
+	do {
+		if (tries++)
+			close(fd);
+		fd = open(DEVICE, O_RDWR);
+		ASSERT_LE(0, fd);
+		ASSERT_EQ(WATCH_RING, exchange(fd, WATCH_RING));
+		*params = (struct ummunotify_params) { .ring_entries = 1 << 17 };
+		ASSERT_EQ(0, setitimer(ITIMER_REAL, &alarm_in, NULL));
+		clock_gettime(CLOCK_MONOTONIC, &start);
+		ret = uioctl(fd, UMMUNOTIFY_SETUP, params);
+		took = seconds_since(&start);
+		setitimer(ITIMER_REAL, &disarm, NULL);
+	} while (!ret && took < ALARM_SECONDS && tries < 20);
 	atomic_store(&z.stop, true);
 	pthread_join(t, NULL);
-	TH_LOG("SETUP returned %d after %.3f s", ret, took);
+	TH_LOG("SETUP returned %d after %.3f s, try %d", ret, took, tries);
 	EXPECT_EQ(-EINTR, ret);
 	EXPECT_GT(ZAP_SECONDS / 2, took);
 	/* It changed nothing: made again, it works. */
