@@ -1,0 +1,292 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Issue 22, finding 1: no call of the module may sleep uninterruptibly
+ * until the other threads of the process stop invalidating.  With each
+ * watch an interval notifier, removing one (UNREGISTER, WATCHV's
+ * unwatches, RESIZE, close()) waited in mmu_interval_notifier_remove()
+ * for a moment when no invalidation of a watched range ran, and a
+ * process whose threads keep such invalidations overlapping never gives
+ * it one: the call slept in D state, unkillable, until the hung-task
+ * detector fired.
+ *
+ * Each test here has THREADS threads loop madvise(MADV_DONTNEED) over
+ * SLICE_MIB slices of a populated MAP_MIB mapping, the first slice over
+ * the watches, while the test's thread makes the calls for SECONDS.  A
+ * real-time watchdog thread reads the calling thread's state: should a
+ * call still be running after BOUND seconds with the thread in D state,
+ * the test fails, and the watchdog stops the madvise() threads (the only
+ * thing that lets such a call end).  The stall needs vCPUs that run at
+ * once (UMMUNOTIFY_TCG_THREAD=multi in tools/testing/vm-run) and enough
+ * threads preempted inside their invalidations: with one vCPU thread the
+ * tests pass on any module.  UMMUNOTIFY_STALL="THREADS BOUND SECONDS"
+ * changes the defaults, 200 10 10.
+ *
+ * These tests failed on c59d7ac (a 6.1 guest, UMMUNOTIFY_TCG_THREAD=
+ * multi: the first call held in D state past the bound within seconds).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <linux/ummunotify.h>
+
+#include "kselftest_harness.h"
+#include "native.h"
+
+#define MAP_MIB		1024UL
+#define SLICE_MIB	64UL
+#define MAX_THREADS	1024
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* The state letter of /proc/self/task/TID/stat, or '?'. */
+static char task_state(pid_t tid)
+{
+	char path[64], buf[512], *p;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)tid);
+	f = fopen(path, "re");
+	if (!f)
+		return '?';
+	p = fgets(buf, sizeof(buf), f);
+	fclose(f);
+	p = p ? strrchr(buf, ')') : NULL;
+	return p && p[1] == ' ' ? p[2] : '?';
+}
+
+FIXTURE(zapped)
+{
+	char *map;
+	size_t map_len, slice_len;
+	int threads;
+	double bound, seconds;
+	pthread_t tids[MAX_THREADS];
+	pthread_t dog;
+	atomic_bool stop;
+	/* Of the call running: the watchdog reads them. */
+	atomic_bool in_call;
+	_Atomic double call_start;
+	pid_t tid;
+	/* What the watchdog saw. */
+	atomic_bool stalled;
+	double longest_d, stalled_for;
+	/* What the calls did. */
+	double longest;
+	long calls;
+	atomic_long zaps;
+};
+
+static void *zapper(void *arg)
+{
+	FIXTURE_DATA(zapped) *self = arg;
+	static atomic_long next;
+	long i = atomic_fetch_add(&next, 1);
+	char *slice = self->map +
+		      (size_t)i % (self->map_len / self->slice_len) *
+		      self->slice_len;
+
+	while (!atomic_load(&self->stop)) {
+		madvise(slice, self->slice_len, MADV_DONTNEED);
+		atomic_fetch_add(&self->zaps, 1);
+	}
+	return NULL;
+}
+
+static void *watchdog(void *arg)
+{
+	FIXTURE_DATA(zapped) *self = arg;
+	double d_since = 0, t;
+
+	while (!atomic_load(&self->stop)) {
+		usleep(10000);
+		if (!atomic_load(&self->in_call) ||
+		    task_state(self->tid) != 'D') {
+			d_since = 0;
+			continue;
+		}
+		t = now();
+		if (!d_since)
+			d_since = t;
+		if (t - d_since > self->longest_d)
+			self->longest_d = t - d_since;
+		if (t - atomic_load(&self->call_start) > self->bound) {
+			self->stalled_for = t - atomic_load(&self->call_start);
+			atomic_store(&self->stalled, true);
+			/* What lets the call end, on a module that waits. */
+			atomic_store(&self->stop, true);
+		}
+	}
+	return NULL;
+}
+
+FIXTURE_SETUP(zapped)
+{
+	struct sched_param fifo = { .sched_priority = 1 };
+	const char *env = getenv("UMMUNOTIFY_STALL");
+	pthread_attr_t attr;
+	int i;
+
+	self->threads = 200;
+	self->bound = 10;
+	self->seconds = 10;
+	if (env)
+		sscanf(env, "%d %lf %lf", &self->threads, &self->bound,
+		       &self->seconds);
+	ASSERT_LT(0, self->threads);
+	ASSERT_GE(MAX_THREADS, self->threads);
+	self->tid = syscall(SYS_gettid);
+	self->map_len = MAP_MIB << 20;
+	self->slice_len = SLICE_MIB << 20;
+	/* Populated: each madvise() walks, and zaps, real page tables. */
+	self->map = mmap(NULL, self->map_len, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	ASSERT_NE(MAP_FAILED, self->map);
+	for (i = 0; i < self->threads; i++)
+		ASSERT_EQ(0, pthread_create(&self->tids[i], NULL, zapper,
+					    self));
+	/* Real-time, so that the busy threads cannot keep it from looking. */
+	ASSERT_EQ(0, pthread_attr_init(&attr));
+	pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED);
+	pthread_attr_setschedpolicy(&attr, SCHED_FIFO);
+	pthread_attr_setschedparam(&attr, &fifo);
+	ASSERT_EQ(0, pthread_create(&self->dog, &attr, watchdog, self));
+	pthread_attr_destroy(&attr);
+	/* Every thread in its loop. */
+	sleep(1);
+}
+
+FIXTURE_TEARDOWN(zapped)
+{
+	int i;
+
+	atomic_store(&self->stop, true);
+	for (i = 0; i < self->threads; i++)
+		pthread_join(self->tids[i], NULL);
+	pthread_join(self->dog, NULL);
+	munmap(self->map, self->map_len);
+}
+
+/* Whether the test's time is up, or the watchdog stopped it. */
+static bool zapping(FIXTURE_DATA(zapped) *self, double start)
+{
+	return !atomic_load(&self->stop) && now() - start < self->seconds;
+}
+
+/* Make a call the watchdog watches: its result. */
+#define WATCHED(self, call) ({					\
+	double _start = now();					\
+	__typeof__(call) _ret;					\
+								\
+	atomic_store(&(self)->call_start, _start);		\
+	atomic_store(&(self)->in_call, true);			\
+	_ret = (call);						\
+	atomic_store(&(self)->in_call, false);			\
+	if (now() - _start > (self)->longest)			\
+		(self)->longest = now() - _start;		\
+	(self)->calls++;					\
+	_ret;							\
+})
+
+/* The verdict: every call returned within the bound. */
+static void verdict(struct __test_metadata *_metadata,
+		    FIXTURE_DATA(zapped) *self)
+{
+	TH_LOG("%d threads, %ld calls, the longest %.3f s, the longest time in D state in one call %.3f s, %ld madvise() calls",
+	       self->threads, self->calls, self->longest, self->longest_d,
+	       atomic_load(&self->zaps));
+	EXPECT_FALSE(atomic_load(&self->stalled))
+		TH_LOG("a call was still in D state after %.1f s (the bound %.0f s)",
+		       self->stalled_for, self->bound);
+	/* The madvise() threads did run meanwhile. */
+	EXPECT_LT(self->threads, atomic_load(&self->zaps));
+}
+
+/* The 2010 ABI: UNREGISTER and REGISTER, again and again. */
+TEST_F_TIMEOUT(zapped, unregister_never_waits_for_other_threads_invalidations,
+	       120)
+{
+	int fd = open_dev(_metadata, O_RDONLY);
+	double start = now();
+	int ret = 0;
+
+	ASSERT_EQ(0, register_region(fd, self->map, ps, 1));
+	while (!ret && zapping(self, start)) {
+		ret = WATCHED(self, unwatch(fd, 1));
+		if (!ret)
+			ret = WATCHED(self, register_region(fd, self->map, ps,
+							    1));
+	}
+	EXPECT_EQ(0, ret);
+	verdict(_metadata, self);
+	close(fd);
+}
+
+/* The native ABI: WATCHV's unwatch and watch, and RESIZE. */
+TEST_F_TIMEOUT(zapped, unwatch_and_resize_never_wait_for_other_threads,
+	       120)
+{
+	struct ummunotify_watch w = watch_arg(self->map, ps, 1, 0);
+	struct ummunotify_watchv v = {
+		.unwatch = (uintptr_t)&w.user_cookie,
+		.nr_unwatch = 1,
+		.watch = (uintptr_t)&w,
+		.nr_watch = 1,
+	};
+	double start = now();
+	struct umn u;
+	int ret = 0;
+
+	umn_init(_metadata, &u, WATCH_RING, 0, 0);
+	watch_range(_metadata, u.fd, self->map, ps, 1, 0);
+	while (!ret && zapping(self, start)) {
+		w = watch_arg(self->map, ps, 1, 0);
+		v.done = 0;
+		ret = WATCHED(self, uioctl(u.fd, UMMUNOTIFY_WATCHV, &v));
+		if (!ret)
+			ret = WATCHED(self, resize(u.fd, &w, self->map, 2 * ps,
+						   1, 0));
+		if (!ret)
+			ret = WATCHED(self, resize(u.fd, &w, self->map, ps, 1,
+						   0));
+	}
+	EXPECT_EQ(0, ret);
+	verdict(_metadata, self);
+	close(u.fd);
+}
+
+/* The owner's close() tears down there and then. */
+TEST_F_TIMEOUT(zapped, close_never_waits_for_other_threads_invalidations,
+	       120)
+{
+	double start = now();
+	int fd, ret = 0;
+
+	while (!ret && zapping(self, start)) {
+		fd = open_dev(_metadata, O_RDONLY);
+		ret = register_region(fd, self->map, ps, 1);
+		WATCHED(self, close(fd));
+	}
+	EXPECT_EQ(0, ret);
+	verdict(_metadata, self);
+}
+
+TEST_HARNESS_MAIN
