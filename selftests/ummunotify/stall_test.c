@@ -228,7 +228,7 @@ TEST_F_TIMEOUT(zapped, unregister_never_waits_for_other_threads_invalidations,
 	double start = now();
 	int ret = 0;
 
-	ASSERT_EQ(0, register_region(fd, self->map, ps, 1));
+	ret = WATCHED(self, register_region(fd, self->map, ps, 1));
 	while (!ret && zapping(self, start)) {
 		ret = WATCHED(self, unwatch(fd, 1));
 		if (!ret)
@@ -256,7 +256,7 @@ TEST_F_TIMEOUT(zapped, unwatch_and_resize_never_wait_for_other_threads,
 	int ret = 0;
 
 	umn_init(_metadata, &u, WATCH_RING, 0, 0);
-	watch_range(_metadata, u.fd, self->map, ps, 1, 0);
+	ret = WATCHED(self, uioctl(u.fd, UMMUNOTIFY_WATCH, &w));
 	while (!ret && zapping(self, start)) {
 		w = watch_arg(self->map, ps, 1, 0);
 		v.done = 0;
@@ -282,7 +282,7 @@ TEST_F_TIMEOUT(zapped, close_never_waits_for_other_threads_invalidations,
 
 	while (!ret && zapping(self, start)) {
 		fd = open_dev(_metadata, O_RDONLY);
-		ret = register_region(fd, self->map, ps, 1);
+		ret = WATCHED(self, register_region(fd, self->map, ps, 1));
 		WATCHED(self, close(fd));
 	}
 	EXPECT_EQ(0, ret);
