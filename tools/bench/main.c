@@ -113,6 +113,41 @@ double getpid_ns(void)
 	return (double)(now_ns() - t) / GETPIDS;
 }
 
+FILE *run_with(const char *const *env, const char *cmd)
+{
+	const char *const *e;
+	FILE *f;
+
+	for (e = env; *e; e += 2)
+		setenv(e[0], e[1], 1);
+	fflush(NULL);
+	f = popen(cmd, "r");
+	if (!f)
+		fail(cmd, -errno);
+	for (e = env; *e; e += 2)
+		unsetenv(e[0]);
+	return f;
+}
+
+int read_values(const char *line, const char *name, double *v, int first,
+		int max)
+{
+	size_t n = strlen(name);
+	char *end;
+	int i;
+
+	if (strncmp(line, name, n) || line[n] != ' ')
+		return 0;
+	line = strchr(line + n + 1, ' ');
+	for (i = first; line && i < max; i++) {
+		v[i] = strtod(line, &end);
+		if (end == line)
+			break;
+		line = end;
+	}
+	return i - first;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
