@@ -167,5 +167,6 @@ void measure_cache(void);
 void measure_whole(void);
 void measure_precision(void);
 void measure_ofi(void);
+void measure_ucx(void);
 
 #endif /* BENCH_H */
