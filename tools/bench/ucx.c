@@ -37,20 +37,21 @@ struct ucx_run {
 static const char thp[] = "/sys/kernel/mm/transparent_hugepage/enabled";
 
 /* The mode in brackets, "always [madvise] never"; "" without THP. */
-static void thp_mode(char *mode, size_t size)
+static void thp_mode(char mode[32])
 {
-	char line[128], *open, *close;
+	char line[128] = "";
+	const char *open;
 	FILE *f = fopen(thp, "r");
 
 	*mode = '\0';
 	if (!f)
 		return;
-	if (fgets(line, sizeof(line), f) && (open = strchr(line, '[')) &&
-	    (close = strchr(open, ']'))) {
-		*close = '\0';
-		snprintf(mode, size, "%s", open + 1);
-	}
+	if (!fgets(line, sizeof(line), f))
+		*line = '\0';
 	fclose(f);
+	open = strchr(line, '[');
+	if (open)
+		sscanf(open, "[%31[^]]", mode);
 }
 
 static void thp_set(const char *mode)
@@ -176,7 +177,7 @@ void measure_ucx(void)
 		note("not measured: no ucx-bench (UCX, libummunotify-ucx or an RDMA device is missing)");
 		return;
 	}
-	thp_mode(thp_was, sizeof(thp_was));
+	thp_mode(thp_was);
 	thp_set("never");
 	for (rep = 0; rep < UCX_REPS; rep++)
 		for (p = 0; p < NR_PATHS; p++)
