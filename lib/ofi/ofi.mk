@@ -190,9 +190,10 @@ MPICC		?= mpicc
 ifneq ($(shell command -v $(MPICC) 2>/dev/null),)
 guest-tests: $(O)/tests/mpi-remap
 
-# Exported (-rdynamic): remap.h's count of registrations comes first.
+# Exported (-rdynamic): registrations.h's count comes first.
 $(O)/tests/mpi-remap: tests/ofi/mpi-remap.c tests/ucx/remap.h \
-		      tests/ucx/patched.h ucx/include/ummunotify-ucx.h
+		      tests/ucx/patched.h tests/ucx/registrations.h \
+		      ucx/include/ummunotify-ucx.h
 	@mkdir -p $(dir $@)
 	$(MPICC) $(CPPFLAGS) $(CFLAGS) -Itests/ucx -Iucx/include $(LDFLAGS) \
 		-rdynamic -o $@ $< -ldl

@@ -138,11 +138,11 @@ int main(int argc, char **argv)
 	}
 	msg_place(&m, len);
 
-	regs[0] = remap_registrations;
+	regs[0] = ucx_registrations;
 	bad_reuse = run(rank, &m, 1, 0, 0, &reuse);
-	regs[1] = remap_registrations;
+	regs[1] = ucx_registrations;
 	bad_reuse += run(rank, &m, rounds - 1, 1, 0, &reuse);
-	regs[2] = remap_registrations;
+	regs[2] = ucx_registrations;
 	bad_replace = run(rank, &m, rounds, rounds, ucx ? 4 : 1, &replace);
 	if (ucx) {
 		snprintf(prefix, sizeof(prefix), "mpi-remap: rank %d", rank);
@@ -150,7 +150,7 @@ int main(int argc, char **argv)
 		if (rank == 0)
 			printf("%s: registrations: first round %lu, reused rounds after it %lu, replaced rounds %lu\n",
 			       prefix, regs[1] - regs[0], regs[2] - regs[1],
-			       remap_registrations - regs[2]);
+			       ucx_registrations - regs[2]);
 		fflush(stdout);
 	}
 	if (rank == 1) {
