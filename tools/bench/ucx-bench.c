@@ -17,8 +17,9 @@
  *   miss4k   us  mmap, touch, reg, dereg, munmap: 4 KiB, registered anew
  *   miss1m   us  the same, 1 MiB
  *
- * It fails unless the hit loop registered nothing and each miss once:
- * the cache was on, and every munmap reached it.
+ * It fails unless the hit loop registered nothing and each miss once, at
+ * the same address each time: the cache was on, and every munmap reached
+ * it.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -118,10 +119,16 @@ static double hit_ns(uct_md_h md, char *buf, int iters)
 	return (now() - t) / iters;
 }
 
+/*
+ * Each iteration's mmap must return the first's address: only then is a
+ * registration per iteration the proof that every munmap reached the
+ * cache (a buffer at a new address registers anew whatever the cache
+ * missed).
+ */
 static double miss_us(uct_md_h md, size_t len, int iters)
 {
 	double t = now();
-	char *p;
+	char *p, *first = NULL;
 	int i;
 
 	for (i = 0; i < iters; i++) {
@@ -129,6 +136,13 @@ static double miss_us(uct_md_h md, size_t len, int iters)
 			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (p == MAP_FAILED)
 			die("mmap", UCS_ERR_NO_MEMORY);
+		if (!first)
+			first = p;
+		if (p != first) {
+			fprintf(stderr, "ucx-bench: mmap of %zu bytes returned %p, not %p as at first: a registration there proves nothing\n",
+				len, (void *)p, (void *)first);
+			exit(1);
+		}
 		memset(p, 1, len);
 		reg_dereg(md, p, len);
 		munmap(p, len);
