@@ -4,13 +4,14 @@
  * and by libummunotify-ucx (preloaded, UCX_MEM_MMAP_HOOK_MODE=none), side
  * by side: ucx-bench's cache hit and miss loops, one process per path and
  * repetition, the paths in turn so that the machine's drift hits them
- * alike; and the two-rank Open MPI job over pml ucx (lib/tests/ofi/mpi-job
- * with MPI_JOB_PML=ucx, mpi-remap's ucx mode), MPI_REPS jobs per path,
- * each rank saying which path fed UCX.  Transparent huge pages are off
- * meanwhile, as check-ofi runs the job: their splits re-register a
+ * alike; and the two-rank MPI jobs over UCX (lib/tests/ofi/mpi-job,
+ * mpi-remap's ucx mode): Open MPI's pml ucx (MPI_JOB_PML=ucx) and MPICH's
+ * ch4:ucx (MPI_JOB_MPI=mpich, mpi-remap-mpich), MPI_REPS jobs per MPI and
+ * path, each checked as check-ofi checks it.  Transparent huge pages are
+ * off meanwhile, as check-ofi runs the jobs: their splits re-register a
  * reused buffer with ummunotify (ummunotify-ucx.rst, "Huge pages").
  * tools/bench/run names the programs: UMMUNOTIFY_UCX_BENCH,
- * UMMUNOTIFY_UCX_PRELOAD, UMMUNOTIFY_MPI_JOB.
+ * UMMUNOTIFY_UCX_PRELOAD, UMMUNOTIFY_MPI_JOB, UMMUNOTIFY_MPICH_JOB.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -23,15 +24,25 @@
 
 #define UCX_REPS	5
 #define MPI_REPS	3
+#define MPI_ROUNDS	20	/* of each kind: tools/bench/run's job */
 
 static const char *const paths[] = { "UCM hooks", "ummunotify" };
 enum { UCM, UMN, NR_PATHS };
 
+static const char *const mpis[] = { "Open MPI", "MPICH" };
+static const char *const mpi_jobs[] = { "UMMUNOTIFY_MPI_JOB",
+					"UMMUNOTIFY_MPICH_JOB" };
+enum { OMPI, MPICH, NR_MPIS };
+
+struct mpi_run {
+	double reuse_mbps[MPI_REPS], replace_mbps[MPI_REPS];
+	double wrong[MPI_REPS];	/* rounds with wrong data, buffer replaced */
+	bool ok[MPI_REPS];	/* ran on its path, cached, counted right */
+};
+
 struct ucx_run {
 	double hit[UCX_REPS], miss4k[UCX_REPS], miss1m[UCX_REPS];
-	double reuse_mbps[MPI_REPS], replace_mbps[MPI_REPS];
-	double wrong[MPI_REPS];	/* MPI rounds with wrong data, buffer replaced */
-	bool mpi[MPI_REPS];	/* ran, cached, on the path it was meant to */
+	struct mpi_run mpi[NR_MPIS];
 };
 
 static const char thp[] = "/sys/kernel/mm/transparent_hugepage/enabled";
@@ -67,20 +78,23 @@ static void thp_set(const char *mode)
 
 /*
  * Path p's environment, NAME, VALUE pairs: ummunotify's as a site turns
- * it on (ummunotify-ucx.rst).  In the MPI job Open MPI's own libc patcher
- * is left out on both paths: as installed it, not UCM, feeds UCX
- * (opal_common_ucx_opal_mem_hooks), and the paths would differ in two
- * things.
+ * it on (ummunotify-ucx.rst, "Turning it on").  In the Open MPI job Open
+ * MPI's own libc patcher is left out on both paths: as installed it, not
+ * UCM, feeds UCX (opal_common_ucx_opal_mem_hooks), and the paths would
+ * differ in two things.  MPICH has no patcher of its own.
  */
-static void path_env(int p, bool mpi, const char *env[9])
+static void path_env(int p, int mpi, const char *env[11])
 {
 	int n = 0;
 
-	if (mpi) {
+	if (mpi == OMPI) {
 		env[n++] = "MPI_JOB_PML";
 		env[n++] = "ucx";
 		env[n++] = "OMPI_MCA_memory";
 		env[n++] = "^patcher";
+	} else if (mpi == MPICH) {
+		env[n++] = "MPI_JOB_MPI";
+		env[n++] = "mpich";
 	}
 	if (p == UMN) {
 		env[n++] = "LD_PRELOAD";
@@ -95,10 +109,10 @@ static void run_bench(int p, int rep, struct ucx_run *r)
 {
 	const char *want = p == UMN ? "ummunotify" : "UCM's hooks";
 	char line[512], path[64] = "";
-	const char *env[9];
+	const char *env[11];
 	FILE *f;
 
-	path_env(p, false, env);
+	path_env(p, -1, env);
 	f = run_with(env, getenv("UMMUNOTIFY_UCX_BENCH"));
 	while (fgets(line, sizeof(line), f)) {
 		sscanf(line, "path - %63[^\n]", path);
@@ -113,65 +127,137 @@ static void run_bench(int p, int rep, struct ucx_run *r)
 }
 
 /*
- * The MPI job on path p: both ranks must say they ran on it, and rank 0
- * must have registered nothing in the reused rounds after the first, or
- * the reused bandwidth is not the cache's hit.
+ * The MPI job of MPI on path p, checked as check-ofi checks it: both ranks
+ * say they ran on p, and libc is unpatched (ummunotify) or patched (UCM's
+ * hooks) in both; rank 0 registered at least once in the first round and
+ * never in the reused rounds after it (or the reused bandwidth is not the
+ * cache's hit), and in the replaced rounds at least once each with
+ * ummunotify, with UCM's hooks no more than the rounds that arrived right
+ * (a wrong round was sent through a stale registration); no round's data
+ * corrupt (every wrong one an earlier round's).
  */
-static void run_mpi(int p, int rep, struct ucx_run *r)
+static void run_mpi(int p, int mpi, int rep, struct mpi_run *r)
 {
 	const char *want = p == UMN ? "ummunotify (" :
 		"UCX's own (libummunotify-ucx not loaded)";
-	int reuse_wrong, wrong, ranks = 0, cached = 0;
+	int reuse_wrong, wrong = -1, stale, corrupt = -1, ranks = 0;
+	int unpatched = 0, patched[2] = { 0, 0 }, rank;
+	unsigned long first, reuse, again;
+	bool counted = false, libc;
 	char *cmd, line[512];
-	const char *env[9];
-	unsigned long regs;
+	const char *env[11];
 	FILE *f;
 
-	if (asprintf(&cmd, "%s ucx", getenv("UMMUNOTIFY_MPI_JOB")) < 0)
+	if (asprintf(&cmd, "%s ucx", getenv(mpi_jobs[mpi])) < 0)
 		fail("asprintf", -ENOMEM);
-	path_env(p, true, env);
+	path_env(p, mpi, env);
 	f = run_with(env, cmd);
+	r->ok[rep] = false;
 	while (fgets(line, sizeof(line), f)) {
 		const char *said = strstr(line, ": memory events: ");
 
-		if (sscanf(line, "mpi-remap: %*d rounds of %*u bytes: buffer reused: %d wrong, %lf MB/s; replaced: %d wrong, %lf MB/s",
+		if (sscanf(line, "mpi-remap: %*d rounds of %*u bytes: buffer reused: %d wrong, %lf MB/s; replaced: %d wrong, %lf MB/s; wrong rounds: %d stale, %d corrupt",
 			   &reuse_wrong, &r->reuse_mbps[rep], &wrong,
-			   &r->replace_mbps[rep]) == 4) {
+			   &r->replace_mbps[rep], &stale, &corrupt) == 6)
 			r->wrong[rep] = wrong;
-			r->mpi[rep] = true;
-		}
 		if (!strncmp(line, "mpi-remap: rank ", 16) && said &&
 		    !strncmp(said + 17, want, strlen(want)))
 			ranks++;
-		if (sscanf(line, "mpi-remap: rank 0: registrations: first round %*u, reused rounds after it %lu,",
-			   &regs) == 1)
-			cached = !regs;
+		if (sscanf(line, "mpi-remap: rank 0: registrations: first round %lu, reused rounds after it %lu, replaced rounds %lu",
+			   &first, &reuse, &again) == 3)
+			counted = true;
+		if (sscanf(line, "mpi-remap: rank %d: libc's", &rank) == 1 &&
+		    (rank == 0 || rank == 1)) {
+			unpatched += !!strstr(line, ": libc's munmap, mmap, mremap, madvise, malloc, free: not patched\n");
+			patched[rank] |= !!strstr(line, ": patched\n");
+		}
 	}
 	pclose(f);	/* fails, as it must, where data was wrong */
 	free(cmd);
-	r->mpi[rep] &= ranks == 2 && cached;
+	if (wrong < 0 || corrupt || ranks != 2 || !counted || first < 1 ||
+	    reuse)
+		return;
+	if (p == UMN)
+		libc = unpatched == 2 && again >= MPI_ROUNDS;
+	else
+		libc = patched[0] && patched[1] &&
+		       again <= (unsigned long)(MPI_ROUNDS - wrong);
+	r->ok[rep] = libc;
 }
 
-/* Every job of path p ran, on p, cached. */
-static bool mpi_ran(const struct ucx_run *r)
+/* Every job of one MPI and path ran, and passed run_mpi's checks. */
+static bool mpi_ran(const struct mpi_run *r)
 {
 	int rep;
 
 	for (rep = 0; rep < MPI_REPS; rep++)
-		if (!r->mpi[rep])
+		if (!r->ok[rep])
 			return false;
 	return true;
+}
+
+/* The rows and goals of one MPI's jobs. */
+static void mpi_report(int mpi, struct ucx_run runs[NR_PATHS])
+{
+	struct summary reuse[NR_PATHS], wrong[NR_PATHS];
+	char what[64], goal_label[80];
+	const char *name = mpis[mpi];
+	int p, rep;
+
+	for (p = 0; p < NR_PATHS; p++) {
+		const struct mpi_run *r = &runs[p].mpi[mpi];
+
+		if (!mpi_ran(r)) {
+			note("%s with %s: a job did not run, ran on another path, or its counts were wrong (see run_mpi())",
+			     name, paths[p]);
+			continue;
+		}
+		snprintf(what, sizeof(what), "%s/UCX 1 MiB, buffer reused", name);
+		reuse[p] = row(paths[p], what, "MB/s", r->reuse_mbps, MPI_REPS);
+		snprintf(what, sizeof(what), "%s/UCX 1 MiB, buffer replaced", name);
+		row(paths[p], what, "MB/s", r->replace_mbps, MPI_REPS);
+		snprintf(what, sizeof(what), "%s/UCX rounds wrong (of %d)", name,
+			 MPI_ROUNDS);
+		wrong[p] = row(paths[p], what, "", r->wrong, MPI_REPS);
+	}
+	for (rep = 0; rep < MPI_REPS; rep++)
+		note("%s jobs, turn %d, reused / replaced: %s %.1f / %.1f, %s %.1f / %.1f MB/s",
+		     name, rep + 1, paths[UCM], runs[UCM].mpi[mpi].reuse_mbps[rep],
+		     runs[UCM].mpi[mpi].replace_mbps[rep], paths[UMN],
+		     runs[UMN].mpi[mpi].reuse_mbps[rep],
+		     runs[UMN].mpi[mpi].replace_mbps[rep]);
+	if (mpi_ran(&runs[UMN].mpi[mpi]) && mpi_ran(&runs[UCM].mpi[mpi])) {
+		snprintf(goal_label, sizeof(goal_label),
+			 "%s/UCX reused: within 10%% of UCM's hooks", name);
+		snprintf(what, sizeof(what),
+			 "ummunotify / UCM hooks, %s reused MB/s", name);
+		goal(goal_label, what, reuse[UMN].med / reuse[UCM].med, "x",
+		     0.90, false);
+	}
+	if (mpi_ran(&runs[UMN].mpi[mpi])) {
+		snprintf(goal_label, sizeof(goal_label),
+			 "%s/UCX: no wrong data with ummunotify", name);
+		snprintf(what, sizeof(what),
+			 "most rounds received wrong, %s", name);
+		goal(goal_label, what, wrong[UMN].hi, "", 0, true);
+	}
+	if (mpi_ran(&runs[UCM].mpi[mpi])) {
+		snprintf(goal_label, sizeof(goal_label),
+			 "%s/UCX: UCM's hooks miss raw syscalls", name);
+		snprintf(what, sizeof(what),
+			 "fewest rounds received wrong, %s", name);
+		goal(goal_label, what, wrong[UCM].lo, "", 1, false);
+	}
 }
 
 void measure_ucx(void)
 {
 	static struct ucx_run runs[NR_PATHS];
 	struct summary hit[NR_PATHS], m4[NR_PATHS], m1[NR_PATHS];
-	struct summary reuse[NR_PATHS], wrong[NR_PATHS];
 	char thp_was[32];
-	int p, rep;
+	int p, rep, mpi;
 
-	section(10, "UCX's registration cache (ib md on rxe) and the MPI job over UCX, per path");
+	section(10, "UCX's registration cache (ib md on rxe) and the MPI jobs over UCX, per path");
 	if (!getenv("UMMUNOTIFY_UCX_BENCH") ||
 	    !getenv("UMMUNOTIFY_UCX_PRELOAD")) {
 		note("not measured: no ucx-bench (UCX, libummunotify-ucx or an RDMA device is missing)");
@@ -194,38 +280,6 @@ void measure_ucx(void)
 	note("medians of %d processes per path, run in turn; [lowest - highest]; no registration in any hit loop, one per miss",
 	     UCX_REPS);
 
-	memset(wrong, 0, sizeof(wrong));
-	memset(reuse, 0, sizeof(reuse));
-	if (getenv("UMMUNOTIFY_MPI_JOB")) {
-		for (rep = 0; rep < MPI_REPS; rep++)
-			for (p = 0; p < NR_PATHS; p++)
-				run_mpi(p, rep, &runs[p]);
-		for (p = 0; p < NR_PATHS; p++) {
-			if (!mpi_ran(&runs[p])) {
-				note("MPI with %s: not run, not on that path, or the reused buffer registered again",
-				     paths[p]);
-				continue;
-			}
-			reuse[p] = row(paths[p], "MPI/UCX 1 MiB, buffer reused",
-				       "MB/s", runs[p].reuse_mbps, MPI_REPS);
-			row(paths[p], "MPI/UCX 1 MiB, buffer replaced", "MB/s",
-			    runs[p].replace_mbps, MPI_REPS);
-			wrong[p] = row(paths[p],
-				       "MPI/UCX rounds received wrong (of 20)",
-				       "", runs[p].wrong, MPI_REPS);
-		}
-		note("MPI: medians of %d jobs per path, run in turn; Open MPI's pml ucx, rc_verbs, its patcher excluded, two soft-RoCE devices over a wire in one TCG guest",
-		     MPI_REPS);
-		note("MPI: a replaced round that arrived wrong was sent through a stale registration, not registered anew");
-		for (rep = 0; rep < MPI_REPS; rep++)
-			note("MPI jobs, turn %d, reused / replaced: %s %.1f / %.1f, %s %.1f / %.1f MB/s",
-			     rep + 1, paths[UCM], runs[UCM].reuse_mbps[rep],
-			     runs[UCM].replace_mbps[rep], paths[UMN],
-			     runs[UMN].reuse_mbps[rep],
-			     runs[UMN].replace_mbps[rep]);
-	}
-	thp_set(thp_was);
-
 	goal("ucx hit: within 10% of UCM's hooks", "ummunotify / UCM hooks hit",
 	     hit[UMN].med / hit[UCM].med, "x", 1.10, true);
 	goal("ucx 4 KiB miss: within 10% of UCM's hooks",
@@ -234,16 +288,20 @@ void measure_ucx(void)
 	goal("ucx 1 MiB miss: within 10% of UCM's hooks",
 	     "ummunotify / UCM hooks, 1 MiB miss", m1[UMN].med / m1[UCM].med,
 	     "x", 1.10, true);
-	if (mpi_ran(&runs[UMN]) && mpi_ran(&runs[UCM]))
-		goal("MPI/UCX reused: within 10% of UCM's hooks",
-		     "ummunotify / UCM hooks, MPI reused MB/s",
-		     reuse[UMN].med / reuse[UCM].med, "x", 0.90, false);
-	if (mpi_ran(&runs[UMN]))
-		goal("MPI/UCX: no wrong data with ummunotify",
-		     "most rounds received wrong in a UCX job", wrong[UMN].hi,
-		     "", 0, true);
-	if (mpi_ran(&runs[UCM]))
-		goal("MPI/UCX: UCM's hooks miss raw syscalls",
-		     "fewest rounds received wrong in a UCX job",
-		     wrong[UCM].lo, "", 1, false);
+
+	for (mpi = 0; mpi < NR_MPIS; mpi++) {
+		if (!getenv(mpi_jobs[mpi])) {
+			note("%s: not run (no %s: the program is not built)",
+			     mpis[mpi], mpi_jobs[mpi]);
+			continue;
+		}
+		for (rep = 0; rep < MPI_REPS; rep++)
+			for (p = 0; p < NR_PATHS; p++)
+				run_mpi(p, mpi, rep, &runs[p].mpi[mpi]);
+		mpi_report(mpi, runs);
+	}
+	note("MPI: medians of %d jobs per MPI and path, run in turn; Open MPI's pml ucx (its patcher excluded) and MPICH's ch4:ucx, rc_verbs, two soft-RoCE devices over a wire in one TCG guest",
+	     MPI_REPS);
+	note("MPI: a replaced round that arrived wrong was sent through a stale registration, not registered anew");
+	thp_set(thp_was);
 }
