@@ -166,7 +166,8 @@ static void run_mpi(int p, int mpi, int rep, struct mpi_run *r)
 		if (sscanf(line, "mpi-remap: rank 0: registrations: first round %lu, reused rounds after it %lu, replaced rounds %lu",
 			   &first, &reuse, &again) == 3)
 			counted = true;
-		if (sscanf(line, "mpi-remap: rank %d: libc's", &rank) == 1 &&
+		if (strstr(line, ": libc's ") &&
+		    sscanf(line, "mpi-remap: rank %d:", &rank) == 1 &&
 		    (rank == 0 || rank == 1)) {
 			unpatched += !!strstr(line, ": libc's munmap, mmap, mremap, madvise, malloc, free: not patched\n");
 			patched[rank] |= !!strstr(line, ": patched\n");
