@@ -13,8 +13,9 @@
 #                 results.json and bench.svg
 # make install    module, <linux/ummunotify.h>, the libraries, umnstat, the
 #                 udev rule and modules-load.d entry (DESTDIR=, PREFIX=,
-#                 LIBDIR=, INCLUDEDIR=, BINDIR=, MANDIR=; VERBS=no, OFI=no: without libummunotify-verbs or
-#                 -ofi, see lib/have.mk).  Each part alone: install-modules,
+#                 LIBDIR=, INCLUDEDIR=, BINDIR=, MANDIR=; VERBS=no, OFI=no,
+#                 UCX=no: without libummunotify-verbs, -ofi or -ucx, see
+#                 lib/have.mk).  Each part alone: install-modules,
 #                 install-headers, install-lib, install-tools, install-boot
 # make install-dkms  the module's source and dkms.conf in
 #                 /usr/src/ummunotify-VERSION, for "dkms install", and

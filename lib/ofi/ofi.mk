@@ -14,7 +14,8 @@
 # guest-tests		also $(O)/tests/ofi-monitor (the host test on the real
 #			device), ofi-stale (the stale-data tests), ofi-exit
 #			(a domain closed at exit) and, where mpicc is,
-#			mpi-remap (the MPI job)
+#			mpi-remap (the MPI job), and where mpicc.mpich is,
+#			mpi-remap-mpich (the same program on MPICH)
 # install		also the library, header, pkg-config file, man pages,
 #			and the provider link in OFI_PROVDIR: by default the
 #			directory the installed libfabric loads providers
@@ -185,18 +186,28 @@ $(O)/tests/ofi-exit: tests/ofi/ofi-exit.c $(O)/tests/libofi-exit-plugin.so \
 		     $(OFI_LIBS) $(OFI_PROV)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< -lfabric $(LDLIBS)
 
-# The MPI job's program, built with the MPI's own compiler driver.
+# The MPI job's program, built with each MPI's own compiler driver where
+# it is: Open MPI's (mpicc, Debian's default alternative) and MPICH's.  A
+# program not built fails check-ofi.
 MPICC		?= mpicc
-ifneq ($(shell command -v $(MPICC) 2>/dev/null),)
-guest-tests: $(O)/tests/mpi-remap
+MPICC_MPICH	?= mpicc.mpich
 
-# Exported (-rdynamic): remap.h's count of registrations comes first.
-$(O)/tests/mpi-remap: tests/ofi/mpi-remap.c tests/ucx/remap.h \
-		      tests/ucx/patched.h ucx/include/ummunotify-ucx.h
-	@mkdir -p $(dir $@)
-	$(MPICC) $(CPPFLAGS) $(CFLAGS) -Itests/ucx -Iucx/include $(LDFLAGS) \
-		-rdynamic -o $@ $< -ldl
+# mpi_remap NAME,MPICC: $(O)/tests/NAME, mpi-remap.c built with MPICC.
+# Exported (-rdynamic): registrations.h's count comes first.
+define mpi_remap
+ifneq ($$(shell command -v $(2) 2>/dev/null),)
+guest-tests: $(O)/tests/$(1)
+
+$(O)/tests/$(1): tests/ofi/mpi-remap.c tests/ucx/remap.h \
+		 tests/ucx/patched.h tests/ucx/registrations.h \
+		 ucx/include/ummunotify-ucx.h
+	@mkdir -p $$(dir $$@)
+	$(2) $$(CPPFLAGS) $$(CFLAGS) -Itests/ucx -Iucx/include $$(LDFLAGS) \
+		-rdynamic -o $$@ $$< -ldl
 endif
+endef
+$(eval $(call mpi_remap,mpi-remap,$(MPICC)))
+$(eval $(call mpi_remap,mpi-remap-mpich,$(MPICC_MPICH)))
 
 -include $(OFI_OBJS:.o=.d)
 endif

@@ -65,7 +65,8 @@ check-ucx: $(UCX_LIBS)
 guest-tests: $(O)/tests/ucp-remap
 
 $(O)/tests/ucp-remap: tests/ucx/ucp-remap.c tests/ucx/remap.h \
-		      tests/ucx/patched.h $(UCX_HDR) $(UCX_LIBS)
+		      tests/ucx/patched.h tests/ucx/registrations.h \
+		      $(UCX_HDR) $(UCX_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(UCX_CFLAGS) $(LDFLAGS) -rdynamic -o $@ \
 		$< -lucp -lucs -ldl $(LDLIBS)

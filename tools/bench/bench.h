@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <time.h>
 
 /* One registration, as a cache holds it. */
@@ -148,6 +149,14 @@ void open_backend(const struct backend *b, unsigned int max_entries);
 void watch(const struct backend *b, struct region *e, char *addr, size_t len);
 /* The cost of a system call, for scale: ns per getpid(). */
 double getpid_ns(void);
+/*
+ * A measuring program: popen(cmd) with env's NAME, VALUE pairs (up to a
+ * NULL) in its environment, and not in the next one's.
+ */
+FILE *run_with(const char *const *env, const char *cmd);
+/* Its line "NAME unit v1 v2 ..." into v[first..max): how many values. */
+int read_values(const char *line, const char *name, double *v, int first,
+		int max);
 
 void measure_check(void);
 void measure_pairs(void);
@@ -158,5 +167,6 @@ void measure_cache(void);
 void measure_whole(void);
 void measure_precision(void);
 void measure_ofi(void);
+void measure_ucx(void);
 
 #endif /* BENCH_H */

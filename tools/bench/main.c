@@ -4,9 +4,9 @@
  *
  * Usage: umn-bench [-t TESTS] DIR
  *
- * Runs the measurements (all, or those whose numbers TESTS lists), prints
- * a table and writes DIR/results.json and the chart's data.  Run it as
- * root in a guest that has the module loaded.
+ * Runs the measurements (all, or those whose numbers TESTS lists, a digit
+ * each: "0" is test 10), prints a table and writes DIR/results.json and
+ * the chart's data.  Run it as root in a guest that has the module loaded.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -113,6 +113,41 @@ double getpid_ns(void)
 	return (double)(now_ns() - t) / GETPIDS;
 }
 
+FILE *run_with(const char *const *env, const char *cmd)
+{
+	const char *const *e;
+	FILE *f;
+
+	for (e = env; *e; e += 2)
+		setenv(e[0], e[1], 1);
+	fflush(NULL);
+	f = popen(cmd, "r");
+	if (!f)
+		fail(cmd, -errno);
+	for (e = env; *e; e += 2)
+		unsetenv(e[0]);
+	return f;
+}
+
+int read_values(const char *line, const char *name, double *v, int first,
+		int max)
+{
+	size_t n = strlen(name);
+	char *end;
+	int i;
+
+	if (strncmp(line, name, n) || line[n] != ' ')
+		return 0;
+	line = strchr(line + n + 1, ' ');
+	for (i = first; line && i < max; i++) {
+		v[i] = strtod(line, &end);
+		if (end == line)
+			break;
+		line = end;
+	}
+	return i - first;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
@@ -123,7 +158,7 @@ int main(int argc, char **argv)
 		{ '3', measure_loop }, { '4', measure_visible },
 		{ '5', measure_ring }, { '6', measure_cache },
 		{ '7', measure_whole }, { '8', measure_precision },
-		{ '9', measure_ofi },
+		{ '9', measure_ofi }, { '0', measure_ucx },
 	};
 	const char *only = NULL;
 	int opt;

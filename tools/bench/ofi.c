@@ -33,44 +33,19 @@ struct ofi_run {
 	bool mpi[MPI_REPS];	/* ran, on the monitor it was meant to */
 };
 
-/* Run cmd with FI_MR_CACHE_MONITOR=monitor; NULL env: as it is. */
-static FILE *run_with(const char *monitor, const char *cmd)
+/* Run cmd with FI_MR_CACHE_MONITOR=monitor. */
+static FILE *run_monitor(const char *monitor, const char *cmd)
 {
-	FILE *f;
+	const char *const env[] = { "FI_MR_CACHE_MONITOR", monitor, NULL };
 
-	setenv("FI_MR_CACHE_MONITOR", monitor, 1);
-	fflush(NULL);
-	f = popen(cmd, "r");
-	if (!f)
-		fail(cmd, -errno);
-	return f;
-}
-
-/* "NAME unit v1 v2 ..." into v[first..]; how many values. */
-static int read_values(const char *line, const char *name, double *v,
-		       int first, int max)
-{
-	size_t n = strlen(name);
-	char *end;
-	int i;
-
-	if (strncmp(line, name, n) || line[n] != ' ')
-		return 0;
-	line = strchr(line + n + 1, ' ');
-	for (i = first; line && i < max; i++) {
-		v[i] = strtod(line, &end);
-		if (end == line)
-			break;
-		line = end;
-	}
-	return i - first;
+	return run_with(env, cmd);
 }
 
 static void run_bench(int m, int rep, struct ofi_run *r)
 {
 	const char *want = m == UMN ? "ummunotify" : "libfabric's";
 	char line[512], monitor[64] = "";
-	FILE *f = run_with(monitors[m], getenv("UMMUNOTIFY_OFI_BENCH"));
+	FILE *f = run_monitor(monitors[m], getenv("UMMUNOTIFY_OFI_BENCH"));
 
 	while (fgets(line, sizeof(line), f)) {
 		sscanf(line, "monitor - %63[^\n]", monitor);
@@ -91,14 +66,15 @@ static void run_bench(int m, int rep, struct ofi_run *r)
  */
 static void run_mpi(int m, int rep, struct ofi_run *r)
 {
+	const char *const env[] = { "FI_MR_CACHE_MONITOR", monitors[m],
+				    "OMPI_MCA_memory", "^patcher", NULL };
 	char want[64], line[512];
 	int reuse_wrong, wrong, ranks = 0;
 	FILE *f;
 
 	snprintf(want, sizeof(want), "%s%s\n", m == UMN ? "" : "libfabric's ",
 		 monitors[m]);
-	setenv("OMPI_MCA_memory", "^patcher", 1);
-	f = run_with(monitors[m], getenv("UMMUNOTIFY_MPI_JOB"));
+	f = run_with(env, getenv("UMMUNOTIFY_MPI_JOB"));
 	while (fgets(line, sizeof(line), f)) {
 		if (sscanf(line, "mpi-remap: %*d rounds of %*u bytes: buffer reused: %d wrong, %lf MB/s; replaced: %d wrong, %lf MB/s",
 			   &reuse_wrong, &r->reuse_mbps[rep], &wrong,
@@ -111,7 +87,6 @@ static void run_mpi(int m, int rep, struct ofi_run *r)
 			ranks++;
 	}
 	pclose(f);	/* fails, as it must, where data was wrong */
-	unsetenv("OMPI_MCA_memory");
 	r->mpi[rep] &= ranks == 2;
 }
 
@@ -157,7 +132,7 @@ void measure_ofi(void)
 	note("medians of %d processes per monitor, run in turn; [lowest - highest]",
 	     OFI_REPS);
 
-	f = run_with("ummunotify", valid);
+	f = run_monitor("ummunotify", valid);
 	while (fgets(line, sizeof(line), f)) {
 		n += read_values(line, "valid", v, 0, OFI_REPS);
 		n0 += read_values(line, "valid0", v0, 0, OFI_REPS);

@@ -12,7 +12,7 @@
 #include "report.h"
 
 #define MAX_ROWS	256
-#define MAX_GOALS	32
+#define MAX_GOALS	64
 
 static struct row {
 	int test;

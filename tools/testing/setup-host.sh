@@ -34,6 +34,8 @@ apt-get update -qq
 
 # 6.1's headers pull no image (6.12's would: they are in the chroot).
 # socat is the shell of vm-run's peer guest (lib/tests/ofi/two-rxe).
+# MPICH installs beside Open MPI, whose mpirun and mpicc stay the default
+# alternatives (priority 50 to MPICH's 40); check-ofi uses mpiexec.mpich.
 apt-get install -y -qq --no-install-recommends \
 	build-essential bc bison flex libelf-dev libssl-dev cpio kmod xz-utils zstd \
 	qemu-system-x86 debootstrap socat \
@@ -41,6 +43,7 @@ apt-get install -y -qq --no-install-recommends \
 	sparse coccinelle pkg-config gcc-multilib \
 	rdma-core ibverbs-utils libibverbs-dev ibverbs-providers iproute2 \
 	libfabric-dev libfabric-bin openmpi-bin libopenmpi-dev libucx-dev \
+	mpich libmpich-dev \
 	gnuplot-nox python3 \
 	dpkg-dev debhelper dh-dkms dkms fakeroot lintian devscripts blhc rpm \
 	>/dev/null

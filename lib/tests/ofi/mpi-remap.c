@@ -16,8 +16,10 @@
  *
  * Usage: mpi-remap [BYTES [ROUNDS [ucx]]]  (run by mpirun with two ranks)
  * Prints, from rank 1, the rounds whose data was wrong and the bandwidth
- * with the buffer reused (cache hits) and replaced every round.  Exit
- * status 1 if any byte was wrong.
+ * with the buffer reused (cache hits) and replaced every round, and of
+ * the wrong rounds how many were stale (the whole message one earlier
+ * round's: sent through a registration of the old pages) and how many
+ * corrupt (anything else).  Exit status 1 if any byte was wrong.
  */
 #define _GNU_SOURCE
 #include <mpi.h>
@@ -26,7 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "remap.h"
@@ -46,6 +47,25 @@ static size_t wrong_bytes(const uint8_t *buf, size_t len, int round)
 	for (i = 0; i < len; i++)
 		bad += buf[i] != remap_expected(i, round);
 	return bad;
+}
+
+/*
+ * The earlier round (0 .. round - 1) whose data the whole of BUF
+ * is, or -1: a stale registration hands the receiver the old pages, which
+ * hold the last round written to them before the buffer was replaced.
+ */
+static int stale_round(const uint8_t *buf, size_t len, int round)
+{
+	size_t i;
+	int r;
+
+	for (r = round - 1; r >= 0; r--) {
+		for (i = 0; i < len && buf[i] == remap_expected(i, r); i++)
+			;
+		if (i == len)
+			return r;
+	}
+	return -1;
 }
 
 /*
@@ -82,15 +102,15 @@ static void msg_place(struct msg *m, size_t len)
 /*
  * rounds messages of m->len bytes; returns wrong rounds (rank 1), MB/s.
  * REPLACE: 0 reuses the buffer, 1 replaces it by munmap + mmap, 4 by
- * each of remap.h's methods in turn.
+ * each of remap.h's methods in turn.  Adds the stale rounds to *STALE.
  */
 static int run(int rank, const struct msg *m, int rounds, int first,
-	       int replace, double *mbps)
+	       int replace, double *mbps, int *stale)
 {
 	uint8_t *buf = m->buf;
 	size_t len = m->len;
 	double start;
-	int r, bad = 0;
+	int r, old, bad = 0;
 
 	MPI_Barrier(MPI_COMM_WORLD);
 	start = MPI_Wtime();
@@ -105,8 +125,13 @@ static int run(int rank, const struct msg *m, int rounds, int first,
 			MPI_Recv(buf, (int)len, MPI_BYTE, 0, r, MPI_COMM_WORLD,
 				 MPI_STATUS_IGNORE);
 			if (wrong_bytes(buf, len, r)) {
-				if (bad < 3)
-					printf("mpi-remap: round %d: data of an earlier round\n",
+				old = stale_round(buf, len, r);
+				*stale += old >= 0;
+				if (bad < 3 && old >= 0)
+					printf("mpi-remap: round %d: stale, the data of round %d\n",
+					       r, old);
+				else if (bad < 3)
+					printf("mpi-remap: round %d: corrupt, not the data of any earlier round\n",
 					       r);
 				bad++;
 			}
@@ -122,7 +147,7 @@ int main(int argc, char **argv)
 	size_t len = argc > 1 ? strtoul(argv[1], NULL, 0) : 1 << 20;
 	int rounds = argc > 2 ? atoi(argv[2]) : 20;
 	int ucx = argc > 3 && !strcmp(argv[3], "ucx");
-	int rank, size, bad_reuse, bad_replace;
+	int rank, size, bad_reuse, bad_replace, stale = 0;
 	unsigned long regs[3];
 	char prefix[32];
 	double reuse, replace;
@@ -138,24 +163,26 @@ int main(int argc, char **argv)
 	}
 	msg_place(&m, len);
 
-	regs[0] = remap_registrations;
-	bad_reuse = run(rank, &m, 1, 0, 0, &reuse);
-	regs[1] = remap_registrations;
-	bad_reuse += run(rank, &m, rounds - 1, 1, 0, &reuse);
-	regs[2] = remap_registrations;
-	bad_replace = run(rank, &m, rounds, rounds, ucx ? 4 : 1, &replace);
+	regs[0] = ucx_registrations;
+	bad_reuse = run(rank, &m, 1, 0, 0, &reuse, &stale);
+	regs[1] = ucx_registrations;
+	bad_reuse += run(rank, &m, rounds - 1, 1, 0, &reuse, &stale);
+	regs[2] = ucx_registrations;
+	bad_replace = run(rank, &m, rounds, rounds, ucx ? 4 : 1, &replace,
+			  &stale);
 	if (ucx) {
 		snprintf(prefix, sizeof(prefix), "mpi-remap: rank %d", rank);
 		remap_say_path(prefix);
 		if (rank == 0)
 			printf("%s: registrations: first round %lu, reused rounds after it %lu, replaced rounds %lu\n",
 			       prefix, regs[1] - regs[0], regs[2] - regs[1],
-			       remap_registrations - regs[2]);
+			       ucx_registrations - regs[2]);
 		fflush(stdout);
 	}
 	if (rank == 1) {
-		printf("mpi-remap: %d rounds of %zu bytes: buffer reused: %d wrong, %.1f MB/s; replaced: %d wrong, %.1f MB/s\n",
-		       rounds, len, bad_reuse, reuse, bad_replace, replace);
+		printf("mpi-remap: %d rounds of %zu bytes: buffer reused: %d wrong, %.1f MB/s; replaced: %d wrong, %.1f MB/s; wrong rounds: %d stale, %d corrupt\n",
+		       rounds, len, bad_reuse, reuse, bad_replace, replace,
+		       stale, bad_reuse + bad_replace - stale);
 		fflush(stdout);
 	}
 	MPI_Finalize();

@@ -4,7 +4,8 @@
  * UCX mode): the data pattern of each round, the four ways to replace a
  * buffer's pages by raw system calls, a count of UCX's registrations, and
  * the path that told UCX of memory changes, as the process itself sees
- * it.  Included once per program: it defines ibv_reg_mr_iova2().
+ * it.  Included once per program: registrations.h defines
+ * ibv_reg_mr_iova2().
  */
 #ifndef UMN_TESTS_REMAP_H
 #define UMN_TESTS_REMAP_H
@@ -21,44 +22,12 @@
 
 #include "ummunotify-ucx.h"
 #include "patched.h"
+#include "registrations.h"
 
 /* Byte I of round ROUND's message. */
 static inline uint8_t remap_expected(size_t i, int round)
 {
 	return (uint8_t)(round * 131 + i / 4096 + i);
-}
-
-/*
- * UCX registers through libibverbs' ibv_reg_mr_iova2(): this program's
- * definition (exported, -rdynamic) comes first and counts them.  UCX's
- * verbs transport loads libibverbs with its module, outside the global
- * scope that RTLD_NEXT searches.
- */
-static unsigned long remap_registrations;
-
-struct ibv_mr;
-struct ibv_pd;
-struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
-				uint64_t iova, unsigned int access);
-struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
-				uint64_t iova, unsigned int access)
-{
-	static struct ibv_mr *(*real)(struct ibv_pd *, void *, size_t,
-				      uint64_t, unsigned int);
-
-	if (!real) {
-		void *verbs = dlopen("libibverbs.so.1", RTLD_LAZY | RTLD_NOLOAD);
-
-		real = (struct ibv_mr *(*)(struct ibv_pd *, void *, size_t,
-					   uint64_t, unsigned int))
-			(verbs ? dlsym(verbs, "ibv_reg_mr_iova2") : NULL);
-		if (!real) {
-			fprintf(stderr, "no ibv_reg_mr_iova2() in libibverbs.so.1\n");
-			exit(2);
-		}
-	}
-	__atomic_fetch_add(&remap_registrations, 1, __ATOMIC_RELAXED);
-	return real(pd, addr, length, iova, access);
 }
 
 /* Replace the pages of [map, map + span) by method round % 4. */

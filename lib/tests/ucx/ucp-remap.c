@@ -117,7 +117,7 @@ static int run(struct side *tx, struct side *rx, ucp_ep_h ep, uint8_t *map,
 	       int first, int rounds, int replacing, unsigned long *regs)
 {
 	ucp_request_param_t param = { .op_attr_mask = 0 };
-	unsigned long before = remap_registrations;
+	unsigned long before = ucx_registrations;
 	int r, bad = 0;
 	size_t i;
 
@@ -128,7 +128,7 @@ static int run(struct side *tx, struct side *rx, ucp_ep_h ep, uint8_t *map,
 		if (replacing)
 			remap_replace(map, span, r);
 		else if (r == first + 1)
-			before = remap_registrations;
+			before = ucx_registrations;
 		for (i = 0; i < len; i++)
 			buf[i] = remap_expected(i, r);
 		memset(rbuf, 0, len);
@@ -147,7 +147,7 @@ static int run(struct side *tx, struct side *rx, ucp_ep_h ep, uint8_t *map,
 			bad++;
 		}
 	}
-	*regs = remap_registrations - before;
+	*regs = ucx_registrations - before;
 	return bad;
 }
 
