@@ -404,6 +404,8 @@ int umn_mm_join(struct umn_file *file);
 void umn_mm_leave(struct umn_file *file);
 void umn_range_insert(struct umn_file *file, struct umn_region *region);
 void umn_range_remove(struct umn_file *file, struct umn_region *region);
+void umn_range_remove_many(struct umn_file *file, struct umn_region **regions,
+			   unsigned int n);
 int umn_all_start(struct umn_file *file, struct umn_region *region);
 int umn_all_hold(struct umn_file *file);
 void umn_all_unhold(struct umn_file *file);

@@ -435,24 +435,53 @@ static void umn_finish(struct umn_file *file, struct umn_region *region,
 	umn_destroy(file, region, started);
 }
 
+/* Range watches a teardown takes out of the notifier at once. */
+#define UMN_REMOVE_BATCH	32
+
+/* Stop and free @batch[0..@n), started range watches of a going file. */
+static void umn_remove_batch(struct umn_file *file,
+			     struct umn_region **batch, unsigned int n)
+{
+	unsigned int i;
+
+	/* The owner's other threads can still be in the notifier. */
+	umn_range_remove_many(file, batch, n);
+	for (i = 0; i < n; i++) {
+		umn_space_del(file, batch[i]);
+		umn_free_region(file, batch[i]);
+	}
+	cond_resched();
+}
+
 /* The file is going: nothing else can use it. */
 void umn_remove_all(struct umn_file *file)
 {
+	struct umn_region *batch[UMN_REMOVE_BATCH];
 	struct umn_region *region, *next;
+	unsigned int n = 0;
 
+	/* Postorder: a region is freed only once the walk has passed it. */
 	rbtree_postorder_for_each_entry_safe(region, next, &file->cookies,
 					     cookie_node) {
 		umn_uncharge_watch(file);
-		/* The owner's other threads can still be in the notifier. */
-		umn_stop(file, region, true);
 		if (!umn_has_ring(file)) {
 			spin_lock(&file->lock);
 			list_del(&umn_queued(region)->report);
 			spin_unlock(&file->lock);
 		}
+		if (!region->all && umn_in_space(region)) {
+			batch[n++] = region;
+			if (n == UMN_REMOVE_BATCH) {
+				umn_remove_batch(file, batch, n);
+				n = 0;
+			}
+			continue;
+		}
+		umn_stop(file, region, true);
 		umn_free_region(file, region);
 		cond_resched();
 	}
+	umn_remove_batch(file, batch, n);
 	file->cookies = RB_ROOT;
 	umn_mm_leave(file);
 }

@@ -57,16 +57,19 @@
  *
  * An invalidation in flight when the notifier is registered never calls
  * it: mm_take_all_locks() and mmap_lock, both held to register it,
- * exclude every notifier method (mm/mmu_notifier.c).  So an end without
- * a start is one that the exit overtook (the record is cleared at
- * release), or one whose start another notifier failed (5.13 and later
- * call every end then, the non-blocking OOM reaper's): it is ignored,
- * unless invalidations beyond the record are in flight, one of which
- * it then ends early (a watch made over that one meanwhile is not
- * reported changed: an OOM-killed process with UMN_IN_FLIGHT
- * invalidations running at once).  Before 5.13 an invalidation whose
- * start another notifier failed never ends here: its record stays, the
- * watches made over it are reported changed at once, until the exit.
+ * exclude every notifier method (mm/mmu_notifier.c).  When another
+ * notifier fails a start (only where it cannot sleep: the OOM reaper),
+ * every start has still been called, and 5.13 and later call every end;
+ * so the only end without a start is one that the exit overtook (the
+ * record is cleared at release), and it is ignored.  Before 5.13 an
+ * invalidation whose start another notifier failed never ends here: its
+ * record stays, and the watches made over it are reported changed at
+ * once, until the exit, which the OOM reaper's process is bound for.
+ *
+ * A walk that may sleep lets go of the lock now and then (see
+ * umn_range_report()): a truncate or an exit over a million watches
+ * keeps neither the CPU nor the ioctls.  One that may not (the OOM
+ * reaper's) walks at most the watches a user may have.
  *
  * The end callback also keeps each WATCH_ALL file's in_flight, a word of
  * the shared area: the invalidations that have started (and published
@@ -93,6 +96,8 @@
 #define UMN_MAX_ALL_FILES	16
 /* Invalidations in flight recorded one by one; the others by their hull. */
 #define UMN_IN_FLIGHT		32
+/* Range watches a blockable walk visits between looks at who waits. */
+#define UMN_WALK_BREAK		256
 
 /**
  * struct umn_inval - an invalidation in flight
@@ -113,6 +118,7 @@ struct umn_inval {
  * @notifier:	registered once, by mmu_notifier_get_locked(), for every file
  * @kept:	the reference for the address space's life is taken; under
  *		mmap_lock
+ * @released:	the address space has exited; under @lock
  * @lock:	held by the callbacks for all they do; nests outside
  *		&umn_file.lock
  * @ranges:	the started range watches of every file, by
@@ -132,6 +138,7 @@ struct umn_inval {
 struct umn_all_mm {
 	struct mmu_notifier notifier;
 	bool kept;
+	bool released;
 	spinlock_t lock;		/* the callbacks' */
 	struct rb_root_cached ranges;
 	struct list_head files;
@@ -174,21 +181,66 @@ static void umn_publish_to(struct umn_region *region, u64 start, u64 end,
 		umn_wake(file);
 }
 
-/* Publish [@start, @end) to the range watches it overlaps.  all->lock held. */
-static void umn_range_report(struct umn_all_mm *all, unsigned long start,
-			     unsigned long end, unsigned int cause)
+/* The first range watch from @from on that starts by @last, if any. */
+static struct interval_tree_node *umn_range_from(struct umn_all_mm *all,
+						 unsigned long from,
+						 unsigned long last)
 {
-	struct interval_tree_node *node;
-	struct umn_region *region;
+	struct rb_node *rb = all->ranges.rb_root.rb_node;
+	struct interval_tree_node *node, *found = NULL;
+
+	/* Ordered by start, like any interval tree. */
+	while (rb) {
+		node = rb_entry(rb, struct interval_tree_node, rb);
+		if (node->start >= from) {
+			found = node;
+			rb = rb->rb_left;
+		} else {
+			rb = rb->rb_right;
+		}
+	}
+	return found && found->start <= last ? found : NULL;
+}
+
+/*
+ * Publish [@start, @end) to the range watches it overlaps.  all->lock
+ * held; dropped now and then if @blockable, so that a walk of many
+ * watches neither keeps the CPU nor keeps the ioctls and teardowns of
+ * the address space waiting for its end.  Meanwhile watches can come
+ * and go: the walk goes on from the next start it had not reached.  A
+ * watch put in meanwhile before that point was given the invalidation by
+ * umn_mark_in_flight(), as it is in the record; one taken out needs
+ * nothing.  Watches with one start are walked without a break, so that
+ * none is skipped or visited twice.
+ */
+static void umn_range_report(struct umn_all_mm *all, unsigned long start,
+			     unsigned long end, unsigned int cause,
+			     bool blockable)
+{
+	struct interval_tree_node *node, *next;
+	unsigned int walked = 0;
+	unsigned long from;
 
 	lockdep_assert_held(&all->lock);
 	if (start >= end)
 		return;
-	for (node = interval_tree_iter_first(&all->ranges, start, end - 1);
-	     node; node = interval_tree_iter_next(node, start, end - 1)) {
-		region = umn_range_region(node);
-		umn_publish_to(region, max_t(u64, start, node->start),
+	node = interval_tree_iter_first(&all->ranges, start, end - 1);
+	while (node) {
+		umn_publish_to(umn_range_region(node),
+			       max_t(u64, start, node->start),
 			       min_t(u64, end, (u64)node->last + 1), cause);
+		next = interval_tree_iter_next(node, start, end - 1);
+		if (next && blockable && ++walked >= UMN_WALK_BREAK &&
+		    next->start != node->start &&
+		    (need_resched() || spin_is_contended(&all->lock))) {
+			from = next->start;
+			spin_unlock(&all->lock);
+			cond_resched();
+			spin_lock(&all->lock);
+			next = umn_range_from(all, from, end - 1);
+			walked = 0;
+		}
+		node = next;
 	}
 }
 
@@ -257,8 +309,11 @@ static bool umn_inval_del(struct umn_all_mm *all,
 		}
 	}
 	/* Not one by one: one of the others, whichever, as they are a hull. */
-	if (!all->overflow)
+	if (!all->overflow) {
+		/* Every end has its start (see the top), but the exit's. */
+		WARN_ON_ONCE(!all->released);
 		return false;
+	}
 	all->overflow--;
 	all->running--;
 	return true;
@@ -310,7 +365,8 @@ static int umn_all_start_range(struct mmu_notifier *notifier,
 
 	spin_lock(&all->lock);
 	umn_inval_add(all, range, cause);
-	umn_range_report(all, range->start, range->end, cause);
+	umn_range_report(all, range->start, range->end, cause,
+			 mmu_notifier_range_blockable(range));
 	list_for_each_entry(file, &all->files, all_file_node) {
 		/*
 		 * Counted before anything is published, which is done with
@@ -353,7 +409,8 @@ static void umn_all_release(struct mmu_notifier *notifier,
 	struct umn_file *file;
 
 	spin_lock(&all->lock);
-	umn_range_report(all, 0, ULONG_MAX, UMMUNOTIFY_CAUSE_RELEASE);
+	all->released = true;
+	umn_range_report(all, 0, ULONG_MAX, UMMUNOTIFY_CAUSE_RELEASE, true);
 	list_for_each_entry(file, &all->files, all_file_node) {
 		/* An invalidation the exit overtook never ends here. */
 		atomic64_set(file->in_flight, 0);
@@ -504,6 +561,25 @@ void umn_range_remove(struct umn_file *file, struct umn_region *region)
 
 	spin_lock(&all->lock);
 	interval_tree_remove(&region->range, &all->ranges);
+	spin_unlock(&all->lock);
+}
+
+/*
+ * Stop the started range watches @regions[0..@n), a file's teardown:
+ * one look at the lock for them all, rather than one wait behind the
+ * callbacks' walks for each.
+ */
+void umn_range_remove_many(struct umn_file *file, struct umn_region **regions,
+			   unsigned int n)
+{
+	struct umn_all_mm *all = file->all_mm;
+	unsigned int i;
+
+	if (!n)
+		return;
+	spin_lock(&all->lock);
+	for (i = 0; i < n; i++)
+		interval_tree_remove(&regions[i]->range, &all->ranges);
 	spin_unlock(&all->lock);
 }
 

@@ -2986,6 +2986,91 @@ TEST_F(native, tracepoints_show_register_invalidate_and_unregister)
 	expect_traced(_metadata, trace, "ummunotify_unregister: cookie=4242 ret=0");
 }
 
+/*
+ * An invalidation over many watches lets go of the notifier's lock now
+ * and then, for the ioctls of other threads, and goes on from where it
+ * was: each watch it covered must still see it, none skipped, while
+ * watches come and go beside them.
+ */
+/* Of the fixture's 4096 slots, with the churners'. */
+#define WALK_WATCHES	4000
+#define WALK_CHURNERS	2
+
+struct churner {
+	pthread_t thread;
+	int fd;
+	char *p;
+	__u64 cookie;
+	atomic_bool *stop;
+	long cycles;
+	int err;
+};
+
+/* Watch a page of the watched ones and unwatch it, again and again. */
+static void *churn(void *arg)
+{
+	struct churner *c = arg;
+	unsigned int seed = c->cookie;
+	struct ummunotify_watch w;
+
+	while (!atomic_load(c->stop)) {
+		w = watch_arg(c->p + rand_r(&seed) % WALK_WATCHES * ps, ps,
+			      c->cookie, 0);
+		if (uioctl(c->fd, UMMUNOTIFY_WATCH, &w) ||
+		    unwatch(c->fd, c->cookie)) {
+			c->err = errno;
+			break;
+		}
+		c->cycles++;
+	}
+	return NULL;
+}
+
+TEST_F(native, a_walk_over_many_watches_reaches_each_while_others_come_and_go)
+{
+	struct churner churners[WALK_CHURNERS];
+	static __u32 slot[WALK_WATCHES];
+	static __u64 gen[WALK_WATCHES];
+	size_t len = WALK_WATCHES * ps;
+	atomic_bool stop = false;
+	int i, round, missed = 0;
+	struct umn *u = &self->u;
+	char *p;
+
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, p);
+	for (i = 0; i < WALK_WATCHES; i++)
+		slot[i] = watch_range(_metadata, u->fd, p + i * ps, ps, i + 1,
+				      0).slot;
+	for (i = 0; i < WALK_CHURNERS; i++) {
+		churners[i] = (struct churner) {
+			.fd = u->fd,
+			.p = p,
+			.cookie = WALK_WATCHES + 1 + i,
+			.stop = &stop,
+		};
+		ASSERT_EQ(0, pthread_create(&churners[i].thread, NULL, churn,
+					    &churners[i]));
+	}
+	for (round = 0; round < 200; round++) {
+		for (i = 0; i < WALK_WATCHES; i++)
+			gen[i] = gen_of(u, slot[i]);
+		ASSERT_EQ(0, madvise(p, len, MADV_DONTNEED));
+		for (i = 0; i < WALK_WATCHES; i++)
+			missed += gen_of(u, slot[i]) == gen[i];
+	}
+	atomic_store(&stop, true);
+	for (i = 0; i < WALK_CHURNERS; i++) {
+		ASSERT_EQ(0, pthread_join(churners[i].thread, NULL));
+		EXPECT_EQ(0, churners[i].err);
+		/* They did come and go meanwhile. */
+		EXPECT_LT(0, churners[i].cycles);
+	}
+	EXPECT_EQ(0, missed);
+	munmap(p, len);
+}
+
 int main(int argc, char **argv)
 {
 	if (access(DEVICE, R_OK | W_OK))
