@@ -464,11 +464,12 @@ void umn_remove_all(struct umn_file *file)
 	rbtree_postorder_for_each_entry_safe(region, next, &file->cookies,
 					     cookie_node) {
 		umn_uncharge_watch(file);
-		if (!umn_has_ring(file)) {
-			spin_lock(&file->lock);
-			list_del(&umn_queued(region)->report);
-			spin_unlock(&file->lock);
-		}
+		/* It may be in the notifier a while yet: silent meanwhile. */
+		spin_lock(&file->lock);
+		region->dead = true;
+		if (!umn_has_ring(file))
+			list_del_init(&umn_queued(region)->report);
+		spin_unlock(&file->lock);
 		if (!region->all && umn_in_space(region)) {
 			batch[n++] = region;
 			if (n == UMN_REMOVE_BATCH) {

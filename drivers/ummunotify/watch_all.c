@@ -59,9 +59,10 @@
  * it: mm_take_all_locks() and mmap_lock, both held to register it,
  * exclude every notifier method (mm/mmu_notifier.c).  When another
  * notifier fails a start (only where it cannot sleep: the OOM reaper),
- * every start has still been called, and 5.13 and later call every end;
- * so the only end without a start is one that the exit overtook (the
- * record is cleared at release), and it is ignored.  Before 5.13 an
+ * either an interval notifier failed, and neither our start nor our end
+ * is called, or every notifier's start has been called, and 5.13 and
+ * later call every end; so the only end without a start is one that the
+ * exit overtook (the record is cleared at release), and it is ignored.  Before 5.13 an
  * invalidation whose start another notifier failed never ends here: its
  * record stays, and the watches made over it are reported changed at
  * once, until the exit, which the OOM reaper's process is bound for.
@@ -69,7 +70,13 @@
  * A walk that may sleep lets go of the lock now and then (see
  * umn_range_report()): a truncate or an exit over a million watches
  * keeps neither the CPU nor the ioctls.  One that may not (the OOM
- * reaper's) walks at most the watches a user may have.
+ * reaper's) walks all the watches of the address space it covers, each
+ * charged to its opener's max_user_watches.
+ *
+ * While more than UMN_IN_FLIGHT invalidations are in flight at once,
+ * the hull of the others grows until none of them is: meanwhile a watch
+ * made anywhere over it is reported changed at once, as
+ * mmu_interval_read_begin() had it retry while any ran.
  *
  * The end callback also keeps each WATCH_ALL file's in_flight, a word of
  * the shared area: the invalidations that have started (and published
@@ -123,6 +130,7 @@ struct umn_inval {
  *		&umn_file.lock
  * @ranges:	the started range watches of every file, by
  *		&umn_region.range; under @lock
+ * @nr_ranges:	their number; under @lock
  * @files:	the files with whole-address-space watches (or holds), by
  *		&umn_file.all_file_node; under @lock
  * @nr_files:	their number; under @lock
@@ -141,6 +149,7 @@ struct umn_all_mm {
 	bool released;
 	spinlock_t lock;		/* the callbacks' */
 	struct rb_root_cached ranges;
+	unsigned long nr_ranges;
 	struct list_head files;
 	unsigned int nr_files;
 	long running;
@@ -181,9 +190,13 @@ static void umn_publish_to(struct umn_region *region, u64 start, u64 end,
 		umn_wake(file);
 }
 
-/* The first range watch from @from on that starts by @last, if any. */
+/*
+ * The first range watch over [@start, @last] that starts at @from or
+ * later, if any.
+ */
 static struct interval_tree_node *umn_range_from(struct umn_all_mm *all,
 						 unsigned long from,
+						 unsigned long start,
 						 unsigned long last)
 {
 	struct rb_node *rb = all->ranges.rb_root.rb_node;
@@ -199,7 +212,11 @@ static struct interval_tree_node *umn_range_from(struct umn_all_mm *all,
 			rb = rb->rb_right;
 		}
 	}
-	return found && found->start <= last ? found : NULL;
+	if (!found || found->start > last)
+		return NULL;
+	/* It may end before @start, if @from is below @start. */
+	return found->last >= start ? found :
+	       interval_tree_iter_next(found, start, last);
 }
 
 /*
@@ -208,17 +225,20 @@ static struct interval_tree_node *umn_range_from(struct umn_all_mm *all,
  * watches neither keeps the CPU nor keeps the ioctls and teardowns of
  * the address space waiting for its end.  Meanwhile watches can come
  * and go: the walk goes on from the next start it had not reached.  A
- * watch put in meanwhile before that point was given the invalidation by
- * umn_mark_in_flight(), as it is in the record; one taken out needs
- * nothing.  Watches with one start are walked without a break, so that
- * none is skipped or visited twice.
+ * watch put in meanwhile was given the invalidation by
+ * umn_mark_in_flight(), as it is in the record (one after that point
+ * gets it twice); one taken out needs nothing.  Watches with one start
+ * are walked without a break, so that none is skipped.  Once the walk
+ * has visited as many watches as there were when it began, it breaks no
+ * more: a process that keeps putting watches in ahead of it cannot
+ * stretch another's invalidation (a truncate of a file it maps).
  */
 static void umn_range_report(struct umn_all_mm *all, unsigned long start,
 			     unsigned long end, unsigned int cause,
 			     bool blockable)
 {
+	unsigned long budget = all->nr_ranges, walked = 0, since = 0;
 	struct interval_tree_node *node, *next;
-	unsigned int walked = 0;
 	unsigned long from;
 
 	lockdep_assert_held(&all->lock);
@@ -230,15 +250,16 @@ static void umn_range_report(struct umn_all_mm *all, unsigned long start,
 			       max_t(u64, start, node->start),
 			       min_t(u64, end, (u64)node->last + 1), cause);
 		next = interval_tree_iter_next(node, start, end - 1);
-		if (next && blockable && ++walked >= UMN_WALK_BREAK &&
-		    next->start != node->start &&
+		walked++;
+		if (next && blockable && ++since >= UMN_WALK_BREAK &&
+		    walked < budget && next->start != node->start &&
 		    (need_resched() || spin_is_contended(&all->lock))) {
 			from = next->start;
 			spin_unlock(&all->lock);
 			cond_resched();
 			spin_lock(&all->lock);
-			next = umn_range_from(all, from, end - 1);
-			walked = 0;
+			next = umn_range_from(all, from, start, end - 1);
+			since = 0;
 		}
 		node = next;
 	}
@@ -365,8 +386,10 @@ static int umn_all_start_range(struct mmu_notifier *notifier,
 
 	spin_lock(&all->lock);
 	umn_inval_add(all, range, cause);
-	umn_range_report(all, range->start, range->end, cause,
-			 mmu_notifier_range_blockable(range));
+	/*
+	 * Before the range watches, whose walk may let go of the lock: a
+	 * file that joins meanwhile counts this one in all->running.
+	 */
 	list_for_each_entry(file, &all->files, all_file_node) {
 		/*
 		 * Counted before anything is published, which is done with
@@ -379,6 +402,8 @@ static int umn_all_start_range(struct mmu_notifier *notifier,
 		    umn_all_report(file, range->start, end, cause))
 			umn_wake(file);
 	}
+	umn_range_report(all, range->start, range->end, cause,
+			 mmu_notifier_range_blockable(range));
 	spin_unlock(&all->lock);
 	return 0;
 }
@@ -546,6 +571,7 @@ void umn_range_insert(struct umn_file *file, struct umn_region *region)
 
 	spin_lock(&all->lock);
 	interval_tree_insert(&region->range, &all->ranges);
+	all->nr_ranges++;
 	umn_mark_in_flight(all, region, region->range.start,
 			   (u64)region->range.last + 1);
 	spin_unlock(&all->lock);
@@ -561,6 +587,7 @@ void umn_range_remove(struct umn_file *file, struct umn_region *region)
 
 	spin_lock(&all->lock);
 	interval_tree_remove(&region->range, &all->ranges);
+	all->nr_ranges--;
 	spin_unlock(&all->lock);
 }
 
@@ -580,6 +607,7 @@ void umn_range_remove_many(struct umn_file *file, struct umn_region **regions,
 	spin_lock(&all->lock);
 	for (i = 0; i < n; i++)
 		interval_tree_remove(&regions[i]->range, &all->ranges);
+	all->nr_ranges -= n;
 	spin_unlock(&all->lock);
 }
 
