@@ -62,10 +62,11 @@
  * either an interval notifier failed, and neither our start nor our end
  * is called, or every notifier's start has been called, and 5.13 and
  * later call every end; so the only end without a start is one that the
- * exit overtook (the record is cleared at release), and it is ignored.  Before 5.13 an
- * invalidation whose start another notifier failed never ends here: its
- * record stays, and the watches made over it are reported changed at
- * once, until the exit, which the OOM reaper's process is bound for.
+ * exit overtook (the record is cleared at release), and it is ignored.
+ * Before 5.13 an invalidation whose start another notifier failed never
+ * ends here: its record stays, and the watches made over it are
+ * reported changed at once, until the exit, which the OOM reaper's
+ * process is bound for.
  *
  * A walk that may sleep lets go of the lock now and then (see
  * umn_range_report()): a truncate or an exit over a million watches
@@ -99,7 +100,10 @@
 
 /* Whole-address-space watches of one file: enough for any cache. */
 #define UMN_MAX_ALL		16
-/* Files of one address space with such watches: each invalidation visits them all. */
+/*
+ * Files of one address space with such watches: each invalidation
+ * visits them all.
+ */
 #define UMN_MAX_ALL_FILES	16
 /* Invalidations in flight recorded one by one; the others by their hull. */
 #define UMN_IN_FLIGHT		32
@@ -202,6 +206,7 @@ static struct interval_tree_node *umn_range_from(struct umn_all_mm *all,
 	struct rb_node *rb = all->ranges.rb_root.rb_node;
 	struct interval_tree_node *node, *found = NULL;
 
+	lockdep_assert_held(&all->lock);
 	/* Ordered by start, like any interval tree. */
 	while (rb) {
 		node = rb_entry(rb, struct interval_tree_node, rb);
@@ -231,7 +236,9 @@ static struct interval_tree_node *umn_range_from(struct umn_all_mm *all,
  * are walked without a break, so that none is skipped.  Once the walk
  * has visited as many watches as there were when it began, it breaks no
  * more: a process that keeps putting watches in ahead of it cannot
- * stretch another's invalidation (a truncate of a file it maps).
+ * stretch another's invalidation (a truncate of a file it maps).  What
+ * is left then is walked in one go: the watches the tree holds, each
+ * charged to its opener's limits.
  */
 static void umn_range_report(struct umn_all_mm *all, unsigned long start,
 			     unsigned long end, unsigned int cause,
@@ -470,7 +477,7 @@ static void umn_all_free(struct mmu_notifier *notifier)
 {
 	struct umn_all_mm *all = umn_all_mm(notifier);
 
-	WARN_ON_ONCE(!RB_EMPTY_ROOT(&all->ranges.rb_root));
+	WARN_ON_ONCE(!RB_EMPTY_ROOT(&all->ranges.rb_root) || all->nr_ranges);
 	kfree(all);
 	module_put(THIS_MODULE);
 }
