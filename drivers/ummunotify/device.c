@@ -4,10 +4,10 @@
  *
  * A process opens /dev/ummunotify and watches address ranges it has handed
  * to a device (an RDMA NIC, say).  When the kernel unmaps or replaces the
- * pages behind a watched range, its interval notifier (watch.c) publishes it
- * into memory the process has mapped, before the unmapping call returns:
- * a counter, the watch's generation word and an event ring (or, for the
- * 2010 ABI, a queue read with read()).  A cache validates an entry with
+ * pages behind a watched range, the address space's notifier (watch_all.c)
+ * publishes it into memory the process has mapped, before the unmapping
+ * call returns: a counter, the watch's generation word and an event ring
+ * (or, for the 2010 ABI, a queue read with read()).  A cache validates an entry with
  * one load.
  *
  * See Documentation/userspace-api/ummunotify.rst.
@@ -357,15 +357,16 @@ static bool umn_owner_exits(struct umn_file *file)
 }
 
 /*
- * Removing the notifiers waits until no invalidation of the address space
- * is in progress, which its owner (and whatever else invalidates its
- * memory) can make rare.  The owner's own close, or one after its address
- * space is gone, tears down here; the last close of anyone else (a
- * process the fd was passed to, the opener after execve(), the kernel's
- * delayed fput of an fd left in flight) must not wait for that: the
- * driver's own queue does it, behind the other teardowns of the opener's
- * user only, the memory charged to that user and the module held until
- * then (so that rmmod fails with EBUSY meanwhile, rather than waiting).
+ * A teardown waits for no invalidation of the address space (a watch
+ * comes out of the notifier under its spinlock), but it takes the time
+ * its watches take, up to max_user_watches.  The owner's own close, or
+ * one after its address space is gone, tears down here; the last close
+ * of anyone else (a process the fd was passed to, the opener after
+ * execve(), the kernel's delayed fput of an fd left in flight) must not
+ * spend it: the driver's own queue does it, behind the other teardowns
+ * of the opener's user only, the memory charged to that user and the
+ * module held until then (so that rmmod fails with EBUSY meanwhile,
+ * rather than waiting).
  * The opener's exit closes after exit_mm(), its mm gone from current
  * while another user may hold it (a CLONE_VM child, a moment's mmget() of
  * khugepaged or /proc): it counts as the owner's close, so that its

@@ -293,10 +293,9 @@ void umn_user_release(struct umn_file *file)
 }
 
 /*
- * A teardown can wait as long as the processes sharing the opener's
- * address space keep invalidating where its watches are (removing an
- * interval notifier waits for a pause).  The teardowns of the topmost
- * user the file is charged to (a user of the initial namespace, with the
+ * A teardown takes as long as its file's watches take to remove (it
+ * waits for no invalidation).  The teardowns of the topmost user the
+ * file is charged to (a user of the initial namespace, with the
  * namespaces it made; or a namespace root made, with its users) go one at
  * a time, in the order closed, so that one cannot take every worker of
  * the queue and hold up the others' (their budgets, the module).

@@ -3,7 +3,7 @@
  * What the files of one address space share: the range watches of all of
  * them, by address, and how many of them asked for pressure events.
  *
- * An invalidation of a page calls every interval notifier over it, and
+ * An invalidation of a page reaches every range watch over it, and
  * not only when the owner unmaps: reclaim, compaction, migration and the
  * OOM reaper invalidate the owner's pages (and a shared file's page, for
  * every process that maps it).  A stack of a million watches over one
@@ -11,8 +11,8 @@
  * a million callbacks.  So a range watch is refused if a page of it is
  * under max_overlap watches of the address space already: no page is
  * ever under more, in one mapping (a physical page mapped many times
- * costs that for each mapping).  A watch counts until its notifier is
- * removed.  Whole-address-space watches are bounded on their own
+ * costs that for each mapping).  A watch counts until it is out of the
+ * notifier.  Whole-address-space watches are bounded on their own
  * (watch_all.c).
  */
 
@@ -37,6 +37,9 @@ MODULE_PARM_DESC(max_overlap, "Maximum number of range watches of one address sp
  * @lock:		the range watches; under regions_lock, never
  *			taken by a notifier
  * @ranges:		the range watches of all the files, by address
+ * @join_lock:		registering @notifier
+ * @notifier:		the address space's notifier (watch_all.c), once a
+ *			file of it watched: one reference for all the files
  */
 struct umn_space {
 	struct hlist_node node;
@@ -45,22 +48,22 @@ struct umn_space {
 	atomic_t pressure_files;
 	struct mutex lock;	/* @ranges */
 	struct rb_root_cached ranges;
+	struct mutex join_lock;	/* @notifier */
+	struct umn_all_mm *notifier;
 };
 
 static DEFINE_HASHTABLE(umn_spaces, 6);
 static DEFINE_MUTEX(umn_spaces_lock);
 
 /*
- * The range is the notifier's own: umn_space_add() sets it before
- * mmu_interval_notifier_insert() sets it the same, and nothing changes
- * it while the watch is in @ranges.  Counted in whole pages, as pages are
- * invalidated: watches of distinct bytes of one page all see its every
- * invalidation.
+ * The range is the one the notifier's tree keys the watch by:
+ * umn_space_add() sets it, before the watch goes in there, and nothing
+ * changes it while the watch is in @ranges.  Counted in whole pages, as
+ * pages are invalidated: watches of distinct bytes of one page all see
+ * its every invalidation.
  */
-#define UMN_RANGE_START(region)	\
-	((region)->notifier.interval_tree.start & PAGE_MASK)
-#define UMN_RANGE_LAST(region)	\
-	((region)->notifier.interval_tree.last | ~PAGE_MASK)
+#define UMN_RANGE_START(region)	((region)->range.start & PAGE_MASK)
+#define UMN_RANGE_LAST(region)	((region)->range.last | ~PAGE_MASK)
 
 INTERVAL_TREE_DEFINE(struct umn_region, space_node, unsigned long,
 		     space_last, UMN_RANGE_START, UMN_RANGE_LAST, static,
@@ -84,6 +87,7 @@ int umn_space_get(struct umn_file *file)
 	space->mm = file->mm;
 	mutex_init(&space->lock);
 	space->ranges = RB_ROOT_CACHED;
+	mutex_init(&space->join_lock);
 	hash_add(umn_spaces, &space->node, (unsigned long)file->mm);
 found:
 	space->files++;
@@ -102,6 +106,8 @@ void umn_space_put(struct umn_file *file)
 	if (!--space->files) {
 		WARN_ON_ONCE(!RB_EMPTY_ROOT(&space->ranges.rb_root));
 		hash_del(&space->node);
+		if (space->notifier)
+			umn_all_put(space->notifier);
 		kfree(space);
 	}
 	mutex_unlock(&umn_spaces_lock);
@@ -172,8 +178,8 @@ int umn_space_add(struct umn_file *file, struct umn_region *region,
 
 	lockdep_assert_held(&file->regions_lock);
 
-	region->notifier.interval_tree.start = start;
-	region->notifier.interval_tree.last = end - 1;
+	region->range.start = start;
+	region->range.last = end - 1;
 	mutex_lock(&space->lock);
 	if (limit)
 		ret = umn_space_full(space, UMN_RANGE_START(region),
@@ -192,6 +198,29 @@ void umn_space_del(struct umn_file *file, struct umn_region *region)
 	mutex_lock(&space->lock);
 	umn_ranges_remove(region, &space->ranges);
 	mutex_unlock(&space->lock);
+}
+
+/*
+ * The address space's notifier, registered by the first of its files to
+ * watch, for them all: its later files, and the owner's threads, do not
+ * take mmap_lock for it.  Without regions_lock (see umn_all_get()).
+ */
+struct umn_all_mm *umn_space_notifier(struct umn_file *file)
+{
+	struct umn_space *space = file->space;
+	struct umn_all_mm *all;
+
+	/* Held by a thread of the owner registering it: killable too. */
+	if (mutex_lock_killable(&space->join_lock))
+		return ERR_PTR(-EINTR);
+	all = space->notifier;
+	if (!all) {
+		all = umn_all_get(file->mm);
+		if (!IS_ERR(all))
+			space->notifier = all;
+	}
+	mutex_unlock(&space->join_lock);
+	return all;
 }
 
 /* The files of the address space that are on the pressure list. */

@@ -4,9 +4,10 @@
  *
  *   device.c	the misc device: open, release, ioctl, read (to ring.c
  *		or legacy.c), poll, fasync, fdinfo, sysfs, module init
- *   watch.c	watches, their cookies and slots, the interval notifier
- *   watch_all.c whole-address-space watches, on the address space's
- *		mmu_notifier
+ *   watch.c	watches, their cookies and slots
+ *   watch_all.c the address space's mmu_notifier: its tree of range
+ *		watches, its whole-address-space watches, its record of
+ *		the invalidations in flight
  *   ring.c	the shared area (SETUP, mmap) and the event ring, read()
  *   legacy.c	the 2010 ABI's queue of reports, read()
  *   pressure.c	memory-pressure advisories from a shrinker
@@ -17,28 +18,37 @@
  * Locking, outermost first:
  *
  *   regions_lock	per file: setup, the cookie tree, slots, reading
- *			events.  Never held where a wait on the address
- *			space could hold up the file: not across a fault
- *			(user memory is copied with copy_to_user_nofault()
- *			and faulted in after unlocking), nor across
- *			mmu_interval_notifier_insert(), read_begin() or
- *			remove().  Never taken under mmap_lock (->mmap) nor
- *			by the notifier.
+ *			events.  Never held across a fault (user memory is
+ *			copied with copy_to_user_nofault() and faulted in
+ *			after unlocking), nor across the first join of the
+ *			address space's notifier (mmap_lock,
+ *			mm_take_all_locks()).  Never taken under mmap_lock
+ *			(->mmap) nor by the notifier.
  *   umn_space.lock	per address space: the range watches of its
- *			files by address; under regions_lock
- *   all_lock		per file: joining the address space's WATCH_ALL
- *			notifier, which takes mmap_lock and
- *			mm_take_all_locks(); not under regions_lock
+ *			files by address, for max_overlap; under
+ *			regions_lock
+ *   umn_space.join_lock per address space: registering its notifier,
+ *			which takes mmap_lock and mm_take_all_locks(); not
+ *			under regions_lock
+ *   all_lock		per file: joining the notifier's WATCH_ALL files
  *   list_lru lock	the pressure list of a memory cgroup (pressure.c)
- *   umn_all_mm.lock	the WATCH_ALL files of an address space; taken by
- *			its notifier (watch_all.c)
- *   lock		per file spinlock, the notifiers' only other lock:
+ *   umn_all_mm.lock	per address space spinlock: its range watches by
+ *			address, its WATCH_ALL files, its invalidations in
+ *			flight; held by its notifier's callbacks for all
+ *			they do (watch_all.c)
+ *   lock		per file spinlock, the notifier's only other lock:
  *			what invalidations publish.  Nothing sleeps under
  *			either.
+ *
+ * Nothing of the module waits for the address space's invalidations to
+ * end: a watch made while one overlapping it is in flight is reported
+ * changed at once, and a watch is removed, and freed, once it is out of
+ * the tree under umn_all_mm.lock (see watch_all.c).
  */
 #ifndef _UMMUNOTIFY_UMN_H
 #define _UMMUNOTIFY_UMN_H
 
+#include <linux/interval_tree.h>
 #include <linux/list.h>
 #include <linux/llist.h>
 #include <linux/list_lru.h>
@@ -148,11 +158,14 @@ struct umn_area {
  *			process group
  * @teardown_node:	in its topmost user's teardowns, once another process
  *			closed it last
- * @all_lock:		serialises joining and leaving @all_mm, @nr_all and
- *			@all_holds
- * @all_mm:		the address space's notifier of WATCH_ALL files,
- *			while the file has whole-address-space watches
- * @all_file_node:	in the files of @all_mm; under its lock
+ * @all_lock:		serialises joining @all_mm and its files, @nr_all
+ *			and @all_holds
+ * @all_mm:		the address space's notifier, from the file's first
+ *			watch to its teardown (@space holds it); set with
+ *			release
+ * @all_file_node:	in the files of @all_mm while the file has
+ *			whole-address-space watches or holds; under its lock
+ * @all_joined:		@all_file_node is linked; under @all_lock
  * @nr_all:		whole-address-space watches
  * @all_holds:		WATCHVs keeping the file joined meanwhile
  * @all_regions:	whole-address-space watches; under @lock
@@ -212,6 +225,7 @@ struct umn_file {
 	struct mutex all_lock;		/* joining all_mm */
 	struct umn_all_mm *all_mm;
 	struct list_head all_file_node;
+	bool all_joined;
 	unsigned int nr_all;
 	unsigned int all_holds;
 	struct list_head all_regions;
@@ -219,12 +233,13 @@ struct umn_file {
 };
 
 /**
- * struct umn_region - one registration: 168 bytes
- * @notifier:	interval notifier over the watched range
+ * struct umn_region - one registration: 128 bytes
+ * @range:	range watch: the watched range [start, last], in the
+ *		address space's notifier's tree while started (under
+ *		&umn_all_mm.lock)
  * @all_node:	whole-address-space watch: in &umn_file.all_regions
  *		instead
- * @file:	the file it is of, for the notifier: the notifier's ops
- *		are one read-only table for every file
+ * @file:	the file it is of, for the notifier
  * @space_node:	range watch: in &umn_space.ranges, while linked
  * @space_last:	the greatest last address of its subtree there
  * @cookie_node: node in &umn_file.cookies
@@ -234,13 +249,13 @@ struct umn_file {
  * @pending:	a WATCH or RESIZE of it has not returned yet: no other
  *		ioctl may change it; set under regions_lock, cleared by
  *		umn_finish() without it (by RESIZE and WATCHV under it)
- * @dead:	unregistered, its notifier not removed yet: it publishes
- *		nothing more; under &umn_file.lock
+ * @dead:	unregistered, not out of the notifier's tree yet: it
+ *		publishes nothing more; under &umn_file.lock
  * @all:	a whole-address-space watch
  */
 struct umn_region {
 	union {
-		struct mmu_interval_notifier notifier;
+		struct interval_tree_node range;
 		struct list_head all_node;
 	};
 	struct umn_file *file;
@@ -292,14 +307,14 @@ static inline bool umn_refusals_pending(const struct umn_file *file)
 
 static inline u64 umn_region_start(const struct umn_region *region)
 {
-	return region->all ? 0 : region->notifier.interval_tree.start;
+	return region->all ? 0 : region->range.start;
 }
 
 static inline u64 umn_region_end(const struct umn_file *file,
 				 const struct umn_region *region)
 {
 	return region->all ? file->task_size :
-	       region->notifier.interval_tree.last + 1;
+	       region->range.last + 1;
 }
 
 /*
@@ -312,7 +327,7 @@ static inline bool umn_is_owner(struct umn_file *file)
 	return current->mm == file->mm;
 }
 
-/* A range watch with a notifier, counted in the address space's tree. */
+/* A range watch counted in the address space's tree (space.c). */
 static inline bool umn_in_space(const struct umn_region *region)
 {
 	return !RB_EMPTY_NODE(&region->space_node);
@@ -383,8 +398,15 @@ void umn_remove_all(struct umn_file *file);
 
 /* watch_all.c */
 void umn_all_init(struct umn_file *file);
-int umn_all_start(struct umn_file *file, struct umn_region *region,
-		  bool restartable);
+struct umn_all_mm *umn_all_get(struct mm_struct *mm);
+void umn_all_put(struct umn_all_mm *all);
+int umn_mm_join(struct umn_file *file);
+void umn_mm_leave(struct umn_file *file);
+void umn_range_insert(struct umn_file *file, struct umn_region *region);
+void umn_range_remove(struct umn_file *file, struct umn_region *region);
+void umn_range_remove_many(struct umn_file *file, struct umn_region **regions,
+			   unsigned int n);
+int umn_all_start(struct umn_file *file, struct umn_region *region);
 int umn_all_hold(struct umn_file *file);
 void umn_all_unhold(struct umn_file *file);
 void umn_all_remove(struct umn_file *file, struct umn_region *region);
@@ -429,6 +451,7 @@ void umn_space_put(struct umn_file *file);
 int umn_space_add(struct umn_file *file, struct umn_region *region,
 		  u64 start, u64 end, struct umn_region *except);
 void umn_space_del(struct umn_file *file, struct umn_region *region);
+struct umn_all_mm *umn_space_notifier(struct umn_file *file);
 unsigned int umn_space_pressure_files(struct umn_file *file);
 void umn_space_pressure_add(struct umn_file *file, int n);
 

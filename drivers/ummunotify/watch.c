@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Watches: a cookie, a slot and an interval notifier each, and the
- * notifier callback that publishes what changed before the change is
- * made.
+ * Watches: a cookie, a slot and a place in the address space's notifier
+ * (watch_all.c) each, and what that notifier publishes of a change,
+ * before the change is made.
  */
 
 #include <linux/bitmap.h>
@@ -15,7 +15,7 @@
 #include "trace.h"
 
 /* What a watch costs, as the documentation says. */
-static_assert(sizeof(struct umn_region) <= 168);
+static_assert(sizeof(struct umn_region) <= 128);
 
 /*
  * Unknown future events count as CLEAR: assume the pages changed (Kbuild
@@ -115,38 +115,6 @@ bool umn_report(struct umn_file *file, struct umn_region *region,
 	}
 	return posted;
 }
-
-/*
- * Runs before the pages go away, possibly where sleeping is not allowed
- * (OOM reaper): a spinlock only, no allocation, no user access.
- */
-static bool umn_invalidate(struct mmu_interval_notifier *notifier,
-			   const struct mmu_notifier_range *range,
-			   unsigned long cur_seq)
-{
-	struct umn_region *region = container_of(notifier, struct umn_region,
-						 notifier);
-	struct umn_file *file = region->file;
-	unsigned int cause = umn_cause(range->event);
-	u64 start = max_t(u64, range->start, umn_region_start(region));
-	u64 end = min_t(u64, range->end, umn_region_end(file, region));
-	bool posted;
-
-	mmu_interval_set_seq(notifier, cur_seq);
-	spin_lock(&file->lock);
-	posted = umn_report(file, region, start, end, cause);
-	if (cause == UMMUNOTIFY_CAUSE_RELEASE)
-		file->released = true;
-	spin_unlock(&file->lock);
-
-	if (posted)
-		umn_wake(file);
-	return true;
-}
-
-static const struct mmu_interval_notifier_ops umn_notifier_ops = {
-	.invalidate = umn_invalidate,
-};
 
 static struct umn_region *umn_find(struct umn_file *file, u64 cookie)
 {
@@ -294,7 +262,7 @@ static int umn_alloc_slot(struct umn_file *file)
 
 /*
  * The slot reads 0, never a valid generation, until it is reused.
- * @region's notifier is removed: it cannot write the word again.
+ * @region is out of the notifier: it cannot write the word again.
  */
 static void umn_free_slot(struct umn_file *file, struct umn_region *region)
 {
@@ -310,7 +278,7 @@ static void umn_free_slot(struct umn_file *file, struct umn_region *region)
 /*
  * Make a pending watch of @cookie over [@start, @end): charged, with its
  * slot and first generation (in *@generation), its cookie taken and its
- * range counted among the address space's, but no notifier yet.
+ * range counted among the address space's, but not in the notifier yet.
  * regions_lock held.
  */
 static struct umn_region *umn_reserve(struct umn_file *file, u64 cookie,
@@ -376,35 +344,23 @@ out_free:
 }
 
 /*
- * Start @region's notifier over [@start, @end).  Without regions_lock:
- * this takes mmap_lock and waits for the address space's running
- * invalidations, which must not hold up the file's other ioctls and
- * read() behind a busy process.  A signal ends the wait only if the call
- * can start again (@restartable: it changed nothing yet).
+ * Put @region in the address space's notifier.  Without regions_lock:
+ * the address space's first watch registers the notifier, which takes
+ * mmap_lock and every rmap lock, and gives up on a signal (-ERESTARTSYS:
+ * nothing changed).  Never waits for invalidations: one in flight over
+ * @region, which did not see it go in, is published to it at once, so
+ * that whatever user space pinned is found changed when it checks.
  */
-static int umn_start(struct umn_file *file, struct umn_region *region,
-		     u64 start, u64 end, bool restartable)
+static int umn_start(struct umn_file *file, struct umn_region *region)
 {
 	int ret;
 
 	if (region->all)
-		return umn_all_start(file, region, restartable);
-	ret = mmu_interval_notifier_insert(&region->notifier, file->mm, start,
-					   end - start, &umn_notifier_ops);
-	/*
-	 * The address space's first interval notifier is registered with
-	 * mm_take_all_locks(), which gives up on any signal: start again.
-	 */
-	if (ret == -EINTR)
-		return -ERESTARTSYS;
+		return umn_all_start(file, region);
+	ret = umn_mm_join(file);
 	if (ret)
 		return ret;
-	/*
-	 * An invalidation already running when the notifier went in does
-	 * not call it.  Wait for it to finish, so that whatever user space
-	 * pins after we return sees the pages as they are after it.
-	 */
-	mmu_interval_read_begin(&region->notifier);
+	umn_range_insert(file, region);
 	return 0;
 }
 
@@ -429,9 +385,9 @@ static void umn_unlink(struct umn_file *file, struct umn_region *region)
 }
 
 /*
- * Remove @region's notifier (@started), then its range from the address
- * space's.  Without regions_lock: the removal waits for the address
- * space's running invalidations.
+ * Take @region out of the notifier (@started), then its range out of the
+ * address space's.  Waits for no invalidation: at most for one callback
+ * to let go of the notifier's lock.
  */
 static void umn_stop(struct umn_file *file, struct umn_region *region,
 		     bool started)
@@ -442,8 +398,8 @@ static void umn_stop(struct umn_file *file, struct umn_region *region,
 	if (started && region->all)
 		umn_all_remove(file, region);
 	else if (started && watched)
-		mmu_interval_notifier_remove(&region->notifier);
-	/* Counted over its pages until its notifier is gone. */
+		umn_range_remove(file, region);
+	/* Counted over its pages until it is out of the notifier. */
 	if (watched)
 		umn_space_del(file, region);
 }
@@ -479,25 +435,56 @@ static void umn_finish(struct umn_file *file, struct umn_region *region,
 	umn_destroy(file, region, started);
 }
 
+/* Range watches a teardown takes out of the notifier at once. */
+#define UMN_REMOVE_BATCH	32
+
+/* Stop and free @batch[0..@n), started range watches of a going file. */
+static void umn_remove_batch(struct umn_file *file,
+			     struct umn_region **batch, unsigned int n)
+{
+	unsigned int i;
+
+	/* The owner's other threads can still be in the notifier. */
+	umn_range_remove_many(file, batch, n);
+	for (i = 0; i < n; i++) {
+		umn_space_del(file, batch[i]);
+		umn_free_region(file, batch[i]);
+	}
+	cond_resched();
+}
+
 /* The file is going: nothing else can use it. */
 void umn_remove_all(struct umn_file *file)
 {
+	struct umn_region *batch[UMN_REMOVE_BATCH];
 	struct umn_region *region, *next;
+	unsigned int n = 0;
 
+	/* Postorder: a region is freed only once the walk has passed it. */
 	rbtree_postorder_for_each_entry_safe(region, next, &file->cookies,
 					     cookie_node) {
 		umn_uncharge_watch(file);
-		/* The owner's other threads can still be in the notifier. */
-		umn_stop(file, region, true);
-		if (!umn_has_ring(file)) {
-			spin_lock(&file->lock);
-			list_del(&umn_queued(region)->report);
-			spin_unlock(&file->lock);
+		/* It may be in the notifier a while yet: silent meanwhile. */
+		spin_lock(&file->lock);
+		region->dead = true;
+		if (!umn_has_ring(file))
+			list_del_init(&umn_queued(region)->report);
+		spin_unlock(&file->lock);
+		if (!region->all && umn_in_space(region)) {
+			batch[n++] = region;
+			if (n == UMN_REMOVE_BATCH) {
+				umn_remove_batch(file, batch, n);
+				n = 0;
+			}
+			continue;
 		}
+		umn_stop(file, region, true);
 		umn_free_region(file, region);
 		cond_resched();
 	}
+	umn_remove_batch(file, batch, n);
 	file->cookies = RB_ROOT;
+	umn_mm_leave(file);
 }
 
 /* A registration nothing watches: changed, as far as its owner knows. */
@@ -556,7 +543,7 @@ int umn_register(struct umn_file *file,
 	if (IS_ERR(region)) {
 		ret = PTR_ERR(region);
 	} else if (region) {
-		ret = umn_start(file, region, args.start, args.end, true);
+		ret = umn_start(file, region);
 		umn_finish(file, region, ret, !ret);
 	}
 	/*
@@ -599,7 +586,7 @@ static int umn_get_watch(struct umn_file *file,
  */
 static struct umn_region *umn_make(struct umn_file *file,
 				   struct ummunotify_watch *watch,
-				   u64 start, u64 end, bool restartable)
+				   u64 start, u64 end)
 {
 	struct umn_region *region;
 	int ret;
@@ -614,7 +601,7 @@ static struct umn_region *umn_make(struct umn_file *file,
 	if (IS_ERR(region))
 		return region;
 	watch->slot = region->slot;
-	ret = umn_start(file, region, start, end, restartable);
+	ret = umn_start(file, region);
 	if (ret) {
 		umn_finish(file, region, ret, false);
 		return ERR_PTR(ret);
@@ -645,7 +632,7 @@ int umn_watch(struct umn_file *file, struct ummunotify_watch __user *argp)
 	if (ret)
 		return ret;
 	watch.slot = UMMUNOTIFY_NO_SLOT;
-	region = umn_make(file, &watch, start, end, true);
+	region = umn_make(file, &watch, start, end);
 	ret = PTR_ERR_OR_ZERO(region);
 	if (!ret) {
 		if (umn_put_result(argp, &watch))
@@ -673,8 +660,8 @@ static struct umn_region *umn_find_watch(struct umn_file *file, u64 cookie)
 
 /*
  * Move a watch to a new range, keeping its cookie, slot and generation.
- * The new notifier goes in before the old one comes out, so the part
- * both ranges cover is never unwatched.
+ * The new range goes in before the old one comes out, so the part both
+ * ranges cover is never unwatched.
  */
 int umn_resize(struct umn_file *file, struct ummunotify_watch __user *argp)
 {
@@ -723,7 +710,7 @@ int umn_resize(struct umn_file *file, struct ummunotify_watch __user *argp)
 	if (IS_ERR(new))
 		return PTR_ERR(new);
 
-	ret = umn_start(file, new, start, end, true);
+	ret = umn_start(file, new);
 
 	mutex_lock(&file->regions_lock);
 	old->pending = false;
@@ -960,7 +947,10 @@ int umn_watchv(struct umn_file *file, struct ummunotify_watchv __user *argp)
 	/*
 	 * Joining the address space's notifier can take a signal: do it
 	 * while nothing changed, so that the call starts again unseen.
+	 * After it no watch of the batch waits for anything.
 	 */
+	if (!ret && v.nr_watch)
+		ret = umn_mm_join(file);
 	held = !ret && umn_batch_all(&batch, v.nr_watch);
 	if (held) {
 		ret = umn_all_hold(file);
@@ -974,13 +964,12 @@ int umn_watchv(struct umn_file *file, struct ummunotify_watchv __user *argp)
 		w = &batch.watches[i];
 		w->slot = UMMUNOTIFY_NO_SLOT;
 		batch.regions[i] = umn_make(file, w, batch.ranges[i].start,
-					    batch.ranges[i].end,
-					    !v.nr_unwatch && !made);
+					    batch.ranges[i].end);
 		ret = PTR_ERR_OR_ZERO(batch.regions[i]);
 		made += !ret;
 		trace_ummunotify_register(w->user_cookie, batch.ranges[i].start,
 					  batch.ranges[i].end, w->slot, ret);
-		/* Up to 1024 watches, each of which may wait. */
+		/* Up to 1024 watches: a fatal signal ends the batch. */
 		if (!ret && fatal_signal_pending(current))
 			ret = -EINTR;
 		cond_resched();
@@ -1000,9 +989,9 @@ int umn_watchv(struct umn_file *file, struct ummunotify_watchv __user *argp)
 	if (faulted)
 		ret = -EFAULT;
 	/*
-	 * Only the first interval notifier of the address space, registered
-	 * under mm_take_all_locks(), can still take a signal once something
-	 * changed; a restart would find the cookies gone.
+	 * The notifier was joined before anything changed, so no watch
+	 * should take a signal after; should one, a restart would find the
+	 * cookies gone.
 	 */
 	if (ret == -ERESTARTSYS && (v.nr_unwatch || made))
 		ret = -EINTR;

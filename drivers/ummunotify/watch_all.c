@@ -1,62 +1,275 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Whole-address-space watches (UMMUNOTIFY_WATCH_ALL).  Every invalidation
- * of the process concerns them, so they do not each take an interval
- * notifier, which would put the address space's every invalidation
- * through the interval tree and its lock: they hang off one mmu_notifier
- * per address space, shared by the files watching it.  Registering one
- * takes every lock of the address space (mm_take_all_locks()); that
- * happens once in the address space's life, as for interval notifiers,
- * not once per file.
+ * The address space's notifier: one mmu_notifier per address space,
+ * shared by the files of its process, that publishes every invalidation
+ * of a watched range before the invalidating call returns.  It holds
  *
- * Its end callback also keeps each file's in_flight, a word of the shared
- * area: the invalidations that have started (and published what they
- * change) but not yet changed the page tables.  A cache without a watch
- * per entry pins only once it has read 0 there after its last look at
- * the ring, so that it never pins pages an invalidation it already saw is
- * about to take away.
+ *  - the range watches of every file, by address, in an interval tree
+ *    of the module's own;
+ *  - the files with whole-address-space watches (UMMUNOTIFY_WATCH_ALL),
+ *    which every invalidation concerns: at most UMN_MAX_ALL_FILES, of
+ *    UMN_MAX_ALL watches each;
+ *  - a record of the invalidations in flight (started, not ended): each
+ *    one's range and cause, for the first UMN_IN_FLIGHT at once, and the
+ *    hull and causes of the others.
+ *
+ * Registering the notifier takes every lock of the address space
+ * (mm_take_all_locks()): it happens once in the address space's life, at
+ * its first watch, and the notifier stays until the address space exits
+ * (see umn_all_get()), not once per file.
+ *
+ * Ordering.  One spinlock, &umn_all_mm.lock, is held by each callback
+ * for all it does: recording an invalidation in flight and walking the
+ * watches it overlaps (invalidate_range_start), forgetting it
+ * (invalidate_range_end), the exit (release).  The ioctls take it to put
+ * a watch in the tree or take it out.  Nothing sleeps, allocates or
+ * touches user memory under it, so the callbacks never sleep, whether
+ * mmu_notifier_range_blockable() or not, and whoever takes it waits for
+ * at most one callback's walk, never for the address space's
+ * invalidations to end.  The lock is the only pairing needed:
+ *
+ *  - A watch goes in under the lock, before or after an invalidation's
+ *    start.  Before: the start callback finds it in the tree and
+ *    publishes to it, on the invalidating thread.  After, while the
+ *    invalidation is in flight: the insertion finds the invalidation in
+ *    the record and publishes it to the new watch at once
+ *    (umn_mark_in_flight()), on the watching thread, before the
+ *    unlock; the end callback takes the lock to forget the invalidation,
+ *    so that unlock (release) and that lock (acquire) order the
+ *    publication before the end callback returns, and so before the
+ *    invalidating call returns, for its thread and whoever it
+ *    synchronises with.  After the end: the invalidation was over
+ *    before the watch existed, and the pages user space pins next are
+ *    the new ones.  mmu_interval_read_begin() made the watch wait for
+ *    the invalidations in flight; here it is reported changed instead,
+ *    and a cache that checks its watch after pinning (as it must
+ *    anyway) drops what it pinned.
+ *  - A watch comes out under the lock, after which no callback reaches
+ *    it: a callback that had it in hand held the lock until it let go
+ *    (the unlock of the one pairs with the lock of the other).  The
+ *    caller frees it, and its slot, at once; nothing waits for a grace
+ *    period, for no reader walks the tree without the lock.  Once a
+ *    file's last watch is out, and the file is off @files, no callback
+ *    reaches the file either.
+ *  - What a callback publishes to the shared memory is written with
+ *    release stores (watch.c, ring.c) that user space pairs with its
+ *    acquire loads.
+ *
+ * An invalidation in flight when the notifier is registered never calls
+ * it: mm_take_all_locks() and mmap_lock, both held to register it,
+ * exclude every notifier method (mm/mmu_notifier.c).  When another
+ * notifier fails a start (only where it cannot sleep: the OOM reaper),
+ * either an interval notifier failed, and neither our start nor our end
+ * is called, or every notifier's start has been called, and 5.13 and
+ * later call every end; so the only end without a start is one that the
+ * exit overtook (the record is cleared at release), and it is ignored.
+ * Before 5.13 an invalidation whose start another notifier failed never
+ * ends here: its record stays, and the watches made over it are
+ * reported changed at once, until the exit, which the OOM reaper's
+ * process is bound for.
+ *
+ * A walk that may sleep lets go of the lock now and then (see
+ * umn_range_report()): a truncate or an exit over a million watches
+ * keeps neither the CPU nor the ioctls.  One that may not (the OOM
+ * reaper's) walks all the watches of the address space it covers, each
+ * charged to its opener's max_user_watches.
+ *
+ * While more than UMN_IN_FLIGHT invalidations are in flight at once,
+ * the hull of the others grows until none of them is: meanwhile a watch
+ * made anywhere over it is reported changed at once, as
+ * mmu_interval_read_begin() had it retry while any ran.
+ *
+ * The end callback also keeps each WATCH_ALL file's in_flight, a word of
+ * the shared area: the invalidations that have started (and published
+ * what they change) but not yet changed the page tables.  A cache
+ * without a watch per entry pins only once it has read 0 there after its
+ * last look at the ring, so that it never pins pages an invalidation it
+ * already saw is about to take away.
  */
 
 #include <linux/atomic.h>
+#include <linux/bitops.h>
+#include <linux/interval_tree.h>
+#include <linux/minmax.h>
 #include <linux/mm.h>
 #include <linux/mmu_notifier.h>
 #include <linux/module.h>
 #include <linux/slab.h>
-#include <linux/wait.h>
 
 #include "umn.h"
 
 /* Whole-address-space watches of one file: enough for any cache. */
 #define UMN_MAX_ALL		16
-/* Files of one address space with such watches: each invalidation visits them all. */
+/*
+ * Files of one address space with such watches: each invalidation
+ * visits them all.
+ */
 #define UMN_MAX_ALL_FILES	16
+/* Invalidations in flight recorded one by one; the others by their hull. */
+#define UMN_IN_FLIGHT		32
+/* Range watches a blockable walk visits between looks at who waits. */
+#define UMN_WALK_BREAK		256
 
 /**
- * struct umn_all_mm - the notifier of an address space's WATCH_ALL files
- * @notifier:	registered once, by mmu_notifier_get_locked(), for all of them
+ * struct umn_inval - an invalidation in flight
+ * @range:	the invalidation's, as its start and end callbacks get it
+ * @start:	its start, as it was at the start callback
+ * @end:	its end, likewise
+ * @cause:	UMMUNOTIFY_CAUSE_* of its event
+ */
+struct umn_inval {
+	const struct mmu_notifier_range *range;
+	unsigned long start;
+	unsigned long end;
+	unsigned int cause;
+};
+
+/**
+ * struct umn_all_mm - the notifier of an address space
+ * @notifier:	registered once, by mmu_notifier_get_locked(), for every file
  * @kept:	the reference for the address space's life is taken; under
  *		mmap_lock
- * @lock:	taken by the callbacks; nests outside &umn_file.lock
- * @files:	the joined files, by &umn_file.all_file_node; under @lock
+ * @released:	the address space has exited; under @lock
+ * @lock:	held by the callbacks for all they do; nests outside
+ *		&umn_file.lock
+ * @ranges:	the started range watches of every file, by
+ *		&umn_region.range; under @lock
+ * @nr_ranges:	their number; under @lock
+ * @files:	the files with whole-address-space watches (or holds), by
+ *		&umn_file.all_file_node; under @lock
  * @nr_files:	their number; under @lock
- * @running:	invalidations started and not ended; under @lock
- * @epoch:	moves each time @running drops to 0; written under @lock
- * @idle:	WATCH_ALL waiting for @epoch to move
+ * @running:	invalidations in flight; under @lock
+ * @used:	bit i: @inval[i] is one of them; under @lock
+ * @overflow:	those of them not in @inval; under @lock
+ * @overflow_start: the start of the first of those, the lowest since
+ *		@overflow was last 0; under @lock
+ * @overflow_end: the highest end of those; under @lock
+ * @overflow_causes: BIT(UMMUNOTIFY_CAUSE_*) of those; under @lock
+ * @inval:	the others; under @lock
  */
 struct umn_all_mm {
 	struct mmu_notifier notifier;
 	bool kept;
+	bool released;
 	spinlock_t lock;		/* the callbacks' */
+	struct rb_root_cached ranges;
+	unsigned long nr_ranges;
 	struct list_head files;
 	unsigned int nr_files;
 	long running;
-	unsigned long epoch;
-	wait_queue_head_t idle;
+	unsigned long used;
+	unsigned long overflow;
+	unsigned long overflow_start;
+	unsigned long overflow_end;
+	unsigned int overflow_causes;
+	struct umn_inval inval[UMN_IN_FLIGHT];
 };
 
 static struct umn_all_mm *umn_all_mm(struct mmu_notifier *notifier)
 {
 	return container_of(notifier, struct umn_all_mm, notifier);
+}
+
+static struct umn_region *umn_range_region(struct interval_tree_node *node)
+{
+	return container_of(node, struct umn_region, range);
+}
+
+/*
+ * Publish [@start, @end) (within it) to @region.  all->lock held: the
+ * region is in the notifier, and stays there meanwhile.
+ */
+static void umn_publish_to(struct umn_region *region, u64 start, u64 end,
+			   unsigned int cause)
+{
+	struct umn_file *file = region->file;
+	bool posted;
+
+	spin_lock(&file->lock);
+	posted = umn_report(file, region, start, end, cause);
+	if (cause == UMMUNOTIFY_CAUSE_RELEASE)
+		file->released = true;
+	spin_unlock(&file->lock);
+	if (posted)
+		umn_wake(file);
+}
+
+/*
+ * The first range watch over [@start, @last] that starts at @from or
+ * later, if any.
+ */
+static struct interval_tree_node *umn_range_from(struct umn_all_mm *all,
+						 unsigned long from,
+						 unsigned long start,
+						 unsigned long last)
+{
+	struct rb_node *rb = all->ranges.rb_root.rb_node;
+	struct interval_tree_node *node, *found = NULL;
+
+	lockdep_assert_held(&all->lock);
+	/* Ordered by start, like any interval tree. */
+	while (rb) {
+		node = rb_entry(rb, struct interval_tree_node, rb);
+		if (node->start >= from) {
+			found = node;
+			rb = rb->rb_left;
+		} else {
+			rb = rb->rb_right;
+		}
+	}
+	if (!found || found->start > last)
+		return NULL;
+	/* It may end before @start, if @from is below @start. */
+	return found->last >= start ? found :
+	       interval_tree_iter_next(found, start, last);
+}
+
+/*
+ * Publish [@start, @end) to the range watches it overlaps.  all->lock
+ * held; dropped now and then if @blockable, so that a walk of many
+ * watches neither keeps the CPU nor keeps the ioctls and teardowns of
+ * the address space waiting for its end.  Meanwhile watches can come
+ * and go: the walk goes on from the next start it had not reached.  A
+ * watch put in meanwhile was given the invalidation by
+ * umn_mark_in_flight(), as it is in the record (one after that point
+ * gets it twice); one taken out needs nothing.  Watches with one start
+ * are walked without a break, so that none is skipped.  Once the walk
+ * has visited as many watches as there were when it began, it breaks no
+ * more: a process that keeps putting watches in ahead of it cannot
+ * stretch another's invalidation (a truncate of a file it maps).  What
+ * is left then is walked in one go: the watches the tree holds, each
+ * charged to its opener's limits.
+ */
+static void umn_range_report(struct umn_all_mm *all, unsigned long start,
+			     unsigned long end, unsigned int cause,
+			     bool blockable)
+{
+	unsigned long budget = all->nr_ranges, walked = 0, since = 0;
+	struct interval_tree_node *node, *next;
+	unsigned long from;
+
+	lockdep_assert_held(&all->lock);
+	if (start >= end)
+		return;
+	node = interval_tree_iter_first(&all->ranges, start, end - 1);
+	while (node) {
+		umn_publish_to(umn_range_region(node),
+			       max_t(u64, start, node->start),
+			       min_t(u64, end, (u64)node->last + 1), cause);
+		next = interval_tree_iter_next(node, start, end - 1);
+		walked++;
+		if (next && blockable && ++since >= UMN_WALK_BREAK &&
+		    walked < budget && next->start != node->start &&
+		    (need_resched() || spin_is_contended(&all->lock))) {
+			from = next->start;
+			spin_unlock(&all->lock);
+			cond_resched();
+			spin_lock(&all->lock);
+			next = umn_range_from(all, from, start, end - 1);
+			since = 0;
+		}
+		node = next;
+	}
 }
 
 /*
@@ -76,10 +289,99 @@ static bool umn_all_report(struct umn_file *file, u64 start, u64 end,
 	return posted;
 }
 
+/* Record @range, of @cause, in flight.  all->lock held. */
+static void umn_inval_add(struct umn_all_mm *all,
+			  const struct mmu_notifier_range *range,
+			  unsigned int cause)
+{
+	unsigned long i = find_first_zero_bit(&all->used, UMN_IN_FLIGHT);
+
+	lockdep_assert_held(&all->lock);
+	all->running++;
+	if (i < UMN_IN_FLIGHT) {
+		__set_bit(i, &all->used);
+		all->inval[i] = (struct umn_inval) {
+			.range = range,
+			.start = range->start,
+			.end = range->end,
+			.cause = cause,
+		};
+		return;
+	}
+	if (!all->overflow++) {
+		all->overflow_start = range->start;
+		all->overflow_end = range->end;
+		all->overflow_causes = 0;
+	} else {
+		all->overflow_start = min(all->overflow_start, range->start);
+		all->overflow_end = max(all->overflow_end, range->end);
+	}
+	all->overflow_causes |= BIT(cause);
+}
+
 /*
- * Before the page tables change, possibly where sleeping is not allowed:
- * spinlocks only, no allocation, no user access.  At most
- * UMN_MAX_ALL_FILES files of UMN_MAX_ALL watches each.
+ * Forget @range, in flight no more.  Returns false if it was not
+ * recorded (the exit overtook it).  all->lock held.
+ */
+static bool umn_inval_del(struct umn_all_mm *all,
+			  const struct mmu_notifier_range *range)
+{
+	unsigned long i;
+
+	lockdep_assert_held(&all->lock);
+	for_each_set_bit(i, &all->used, UMN_IN_FLIGHT) {
+		if (all->inval[i].range == range) {
+			__clear_bit(i, &all->used);
+			all->running--;
+			return true;
+		}
+	}
+	/* Not one by one: one of the others, whichever, as they are a hull. */
+	if (!all->overflow) {
+		/* Every end has its start (see the top), but the exit's. */
+		WARN_ON_ONCE(!all->released);
+		return false;
+	}
+	all->overflow--;
+	all->running--;
+	return true;
+}
+
+/*
+ * @region, over [@start, @end), just went in: publish to it the
+ * invalidations in flight over it, which did not see it start.  Those
+ * beyond the record publish their hull, with a cause @region asks for
+ * if they have one.  all->lock held.
+ */
+static void umn_mark_in_flight(struct umn_all_mm *all,
+			       struct umn_region *region, u64 start, u64 end)
+{
+	unsigned int causes;
+	unsigned long i;
+
+	lockdep_assert_held(&all->lock);
+	for_each_set_bit(i, &all->used, UMN_IN_FLIGHT) {
+		const struct umn_inval *inval = &all->inval[i];
+
+		if (inval->start < end && start < inval->end)
+			umn_publish_to(region, max_t(u64, start, inval->start),
+				       min_t(u64, end, inval->end),
+				       inval->cause);
+	}
+	if (all->overflow && all->overflow_start < end &&
+	    start < all->overflow_end) {
+		causes = all->overflow_causes & region->causes ?:
+			 all->overflow_causes;
+		umn_publish_to(region, max_t(u64, start, all->overflow_start),
+			       min_t(u64, end, all->overflow_end),
+			       __ffs(causes));
+	}
+}
+
+/*
+ * Before the page tables change, possibly where sleeping is not allowed
+ * (the OOM reaper's !mmu_notifier_range_blockable()): spinlocks only, no
+ * allocation, no user access.
  */
 static int umn_all_start_range(struct mmu_notifier *notifier,
 			       const struct mmu_notifier_range *range)
@@ -90,7 +392,11 @@ static int umn_all_start_range(struct mmu_notifier *notifier,
 	u64 end;
 
 	spin_lock(&all->lock);
-	all->running++;
+	umn_inval_add(all, range, cause);
+	/*
+	 * Before the range watches, whose walk may let go of the lock: a
+	 * file that joins meanwhile counts this one in all->running.
+	 */
 	list_for_each_entry(file, &all->files, all_file_node) {
 		/*
 		 * Counted before anything is published, which is done with
@@ -103,6 +409,8 @@ static int umn_all_start_range(struct mmu_notifier *notifier,
 		    umn_all_report(file, range->start, end, cause))
 			umn_wake(file);
 	}
+	umn_range_report(all, range->start, range->end, cause,
+			 mmu_notifier_range_blockable(range));
 	spin_unlock(&all->lock);
 	return 0;
 }
@@ -115,21 +423,16 @@ static void umn_all_end_range(struct mmu_notifier *notifier,
 
 	spin_lock(&all->lock);
 	/* Release: the page tables changed before the counts drop. */
-	list_for_each_entry(file, &all->files, all_file_node)
-		atomic64_dec_return_release(file->in_flight);
-	if (!--all->running) {
-		/* Pairs with umn_all_start(): the ends came before. */
-		smp_store_release(&all->epoch, all->epoch + 1);
-		if (wq_has_sleeper(&all->idle))
-			wake_up_all(&all->idle);
-	}
+	if (umn_inval_del(all, range))
+		list_for_each_entry(file, &all->files, all_file_node)
+			atomic64_dec_return_release(file->in_flight);
 	spin_unlock(&all->lock);
 }
 
 /*
- * The address space exits: the last invalidation.  The notifier stays
- * with the files still joined (their fds live on elsewhere), and goes
- * with the last of them.
+ * The address space exits: the last invalidation, over every watch.  The
+ * notifier stays with the files still joined (their fds live on
+ * elsewhere), and goes with the last of them.
  */
 static void umn_all_release(struct mmu_notifier *notifier,
 			    struct mm_struct *mm)
@@ -138,6 +441,8 @@ static void umn_all_release(struct mmu_notifier *notifier,
 	struct umn_file *file;
 
 	spin_lock(&all->lock);
+	all->released = true;
+	umn_range_report(all, 0, ULONG_MAX, UMMUNOTIFY_CAUSE_RELEASE, true);
 	list_for_each_entry(file, &all->files, all_file_node) {
 		/* An invalidation the exit overtook never ends here. */
 		atomic64_set(file->in_flight, 0);
@@ -145,6 +450,9 @@ static void umn_all_release(struct mmu_notifier *notifier,
 				   UMMUNOTIFY_CAUSE_RELEASE))
 			umn_wake(file);
 	}
+	all->used = 0;
+	all->overflow = 0;
+	all->running = 0;
 	spin_unlock(&all->lock);
 	/* Allowed here: unhashing is RCU-safe, the free waits for SRCU. */
 	if (all->kept)
@@ -158,8 +466,8 @@ static struct mmu_notifier *umn_all_alloc(struct mm_struct *mm)
 	if (!all)
 		return ERR_PTR(-ENOMEM);
 	spin_lock_init(&all->lock);
+	all->ranges = RB_ROOT_CACHED;
 	INIT_LIST_HEAD(&all->files);
-	init_waitqueue_head(&all->idle);
 	/* The callbacks outlive the files; umn_exit() waits for the free. */
 	__module_get(THIS_MODULE);
 	return &all->notifier;
@@ -167,7 +475,10 @@ static struct mmu_notifier *umn_all_alloc(struct mm_struct *mm)
 
 static void umn_all_free(struct mmu_notifier *notifier)
 {
-	kfree(umn_all_mm(notifier));
+	struct umn_all_mm *all = umn_all_mm(notifier);
+
+	WARN_ON_ONCE(!RB_EMPTY_ROOT(&all->ranges.rb_root) || all->nr_ranges);
+	kfree(all);
 	module_put(THIS_MODULE);
 }
 
@@ -187,13 +498,16 @@ void umn_all_init(struct umn_file *file)
 }
 
 /*
- * The address space's notifier, and a reference to it for the file.
+ * The address space's notifier, and a reference to it for the files of
+ * the address space (umn_space_notifier() takes it for them all, once).
  * Registering it takes every lock of the address space
  * (mm_take_all_locks()), so it is registered once and kept, with a
- * second reference, until the address space exits: files opened and
- * closed in a loop do not register it again each time.
+ * second reference, until the address space exits: processes whose
+ * files come and go do not register it again each time.  Waits for
+ * mmap_lock (killable) and every rmap lock (mm_take_all_locks(), which
+ * gives up on any signal): -EINTR.
  */
-static struct umn_all_mm *umn_all_get(struct mm_struct *mm)
+struct umn_all_mm *umn_all_get(struct mm_struct *mm)
 {
 	struct mmu_notifier *notifier;
 	struct umn_all_mm *all;
@@ -215,18 +529,102 @@ static struct umn_all_mm *umn_all_get(struct mm_struct *mm)
 	return all;
 }
 
-/* Join the address space's notifier.  all_lock held. */
-static int umn_all_join(struct umn_file *file)
+/*
+ * Drop umn_all_get()'s reference, every watch of the address space's
+ * files out of it.  The free, should it be the last, waits for SRCU in a
+ * callback: nothing here waits.
+ */
+void umn_all_put(struct umn_all_mm *all)
+{
+	mmu_notifier_put(&all->notifier);
+}
+
+/*
+ * The file's pointer to the address space's notifier, before its first
+ * watch goes in; the address space's files hold the reference
+ * (umn_space_notifier()).  The only wait of the watch path, once in the
+ * address space's life: see umn_all_get().  -ERESTARTSYS on a signal,
+ * nothing having changed.
+ */
+int umn_mm_join(struct umn_file *file)
 {
 	struct umn_all_mm *all;
+
+	/* Pairs with the release below: the notifier is registered. */
+	if (smp_load_acquire(&file->all_mm))
+		return 0;
+	all = umn_space_notifier(file);
+	if (IS_ERR(all))
+		return PTR_ERR(all) == -EINTR ? -ERESTARTSYS : PTR_ERR(all);
+	/* Pairs with the acquire above: registered.  Racing threads agree. */
+	smp_store_release(&file->all_mm, all);
+	return 0;
+}
+
+/* The file's teardown, its watches gone. */
+void umn_mm_leave(struct umn_file *file)
+{
+	WARN_ON_ONCE(file->all_joined);
+	file->all_mm = NULL;
+}
+
+/*
+ * Start @region, a range watch: publish to it from now on, and the
+ * invalidations in flight over it at once.  The file has joined.
+ */
+void umn_range_insert(struct umn_file *file, struct umn_region *region)
+{
+	struct umn_all_mm *all = file->all_mm;
+
+	spin_lock(&all->lock);
+	interval_tree_insert(&region->range, &all->ranges);
+	all->nr_ranges++;
+	umn_mark_in_flight(all, region, region->range.start,
+			   (u64)region->range.last + 1);
+	spin_unlock(&all->lock);
+}
+
+/*
+ * Stop a started @region: after this no callback reaches it, and it may
+ * be freed at once.  Waits for one callback's walk at most.
+ */
+void umn_range_remove(struct umn_file *file, struct umn_region *region)
+{
+	struct umn_all_mm *all = file->all_mm;
+
+	spin_lock(&all->lock);
+	interval_tree_remove(&region->range, &all->ranges);
+	all->nr_ranges--;
+	spin_unlock(&all->lock);
+}
+
+/*
+ * Stop the started range watches @regions[0..@n), a file's teardown:
+ * one look at the lock for them all, rather than one wait behind the
+ * callbacks' walks for each.
+ */
+void umn_range_remove_many(struct umn_file *file, struct umn_region **regions,
+			   unsigned int n)
+{
+	struct umn_all_mm *all = file->all_mm;
+	unsigned int i;
+
+	if (!n)
+		return;
+	spin_lock(&all->lock);
+	for (i = 0; i < n; i++)
+		interval_tree_remove(&regions[i]->range, &all->ranges);
+	all->nr_ranges -= n;
+	spin_unlock(&all->lock);
+}
+
+/* Join the notifier's files.  all_lock held, the file joined. */
+static int umn_all_link(struct umn_file *file)
+{
+	struct umn_all_mm *all = file->all_mm;
 	int ret = 0;
 
 	lockdep_assert_held(&file->all_lock);
-	all = umn_all_get(file->mm);
-	if (IS_ERR(all)) {
-		/* mm_take_all_locks() gives up on any signal: start again. */
-		return PTR_ERR(all) == -EINTR ? -ERESTARTSYS : PTR_ERR(all);
-	}
 	spin_lock(&all->lock);
 	if (all->nr_files >= UMN_MAX_ALL_FILES) {
 		ret = -ENOSPC;
@@ -235,21 +633,17 @@ static int umn_all_join(struct umn_file *file)
 		/* Those running now end here too: they count from the start. */
 		atomic64_set(file->in_flight, all->running);
 		list_add_tail(&file->all_file_node, &all->files);
+		file->all_joined = true;
 	}
 	spin_unlock(&all->lock);
-	if (ret) {
-		mmu_notifier_put(&all->notifier);
-		return ret;
-	}
-	file->all_mm = all;
-	return 0;
+	return ret;
 }
 
 /*
- * Off the notifier, which the callbacks walk under its lock, so that none
- * of them reaches the file afterwards.  all_lock held.
+ * Off the notifier's files, which the callbacks walk under its lock, so
+ * that none of them reaches the file afterwards.  all_lock held.
  */
-static void umn_all_leave(struct umn_file *file)
+static void umn_all_unlink(struct umn_file *file)
 {
 	struct umn_all_mm *all = file->all_mm;
 
@@ -261,77 +655,58 @@ static void umn_all_leave(struct umn_file *file)
 	/* No end will come for those running: they are not ours now. */
 	atomic64_set(file->in_flight, 0);
 	spin_unlock(&all->lock);
-	mmu_notifier_put(&all->notifier);
-	file->all_mm = NULL;
-}
-
-static bool umn_all_moved(struct umn_all_mm *all, unsigned long epoch)
-{
-	/* Pairs with the release in umn_all_end_range(). */
-	return smp_load_acquire(&all->epoch) != epoch;
+	file->all_joined = false;
 }
 
 /*
  * Start reporting to @region.  Called by the owner without regions_lock:
  * joining may take mmap_lock and every lock of the address space's rmaps.
- * Like mmu_interval_read_begin() for a range, returns once the
- * invalidations already running, which did not see @region, are over;
- * or, on a signal, with @region removed: -ERESTARTSYS if the call may
- * start again (@restartable), or else -EINTR on a fatal one only.
+ * Never waits for invalidations: those in flight, which did not see
+ * @region, are published to it at once.
  */
-int umn_all_start(struct umn_file *file, struct umn_region *region,
-		  bool restartable)
+int umn_all_start(struct umn_file *file, struct umn_region *region)
 {
-	unsigned long epoch = 0;
 	struct umn_all_mm *all;
-	bool wait;
-	int ret = 0;
+	int ret;
 
+	ret = umn_mm_join(file);
+	if (ret)
+		return ret;
 	mutex_lock(&file->all_lock);
 	if (file->nr_all >= UMN_MAX_ALL)
 		ret = -ENOSPC;
-	else if (!file->all_mm)
-		ret = umn_all_join(file);
+	else if (!file->all_joined)
+		ret = umn_all_link(file);
 	if (!ret)
 		file->nr_all++;
-	/* Joined while @region counts in nr_all. */
-	all = file->all_mm;
 	mutex_unlock(&file->all_lock);
 	if (ret)
 		return ret;
 
-	/* Under all->lock: an invalidation either sees @region or is waited for. */
+	all = file->all_mm;
 	spin_lock(&all->lock);
 	spin_lock(&file->lock);
 	list_add_tail(&region->all_node, &file->all_regions);
 	spin_unlock(&file->lock);
-	wait = all->running;
-	if (wait)
-		epoch = all->epoch;
+	umn_mark_in_flight(all, region, 0, file->task_size);
 	spin_unlock(&all->lock);
-	if (!wait)
-		return 0;
-	ret = restartable ?
-	      wait_event_interruptible(all->idle, umn_all_moved(all, epoch)) :
-	      wait_event_killable(all->idle, umn_all_moved(all, epoch));
-	if (ret) {
-		umn_all_remove(file, region);
-		return restartable ? -ERESTARTSYS : -EINTR;
-	}
 	return 0;
 }
 
 /*
- * Join the notifier for a WATCHV to come, before it changes anything:
- * its whole-address-space watches then cannot fail to join.
+ * Join the notifier's files for a WATCHV to come, before it changes
+ * anything: its whole-address-space watches then cannot fail to join.
  */
 int umn_all_hold(struct umn_file *file)
 {
-	int ret = 0;
+	int ret;
 
+	ret = umn_mm_join(file);
+	if (ret)
+		return ret;
 	mutex_lock(&file->all_lock);
-	if (!file->all_mm)
-		ret = umn_all_join(file);
+	if (!file->all_joined)
+		ret = umn_all_link(file);
 	if (!ret)
 		file->all_holds++;
 	mutex_unlock(&file->all_lock);
@@ -342,22 +717,27 @@ void umn_all_unhold(struct umn_file *file)
 {
 	mutex_lock(&file->all_lock);
 	if (!--file->all_holds && !file->nr_all)
-		umn_all_leave(file);
+		umn_all_unlink(file);
 	mutex_unlock(&file->all_lock);
 }
 
 /*
  * @region was started: after this no callback can touch it.  The file
- * leaves the notifier with its last whole-address-space watch, so that
- * the invalidations of a process that stopped using them pay nothing.
+ * leaves the notifier's files with its last whole-address-space watch,
+ * so that the invalidations of a process that stopped using them pay
+ * nothing for it.
  */
 void umn_all_remove(struct umn_file *file, struct umn_region *region)
 {
+	struct umn_all_mm *all = file->all_mm;
+
+	spin_lock(&all->lock);
 	spin_lock(&file->lock);
 	list_del(&region->all_node);
 	spin_unlock(&file->lock);
+	spin_unlock(&all->lock);
 	mutex_lock(&file->all_lock);
 	if (!--file->nr_all && !file->all_holds)
-		umn_all_leave(file);
+		umn_all_unlink(file);
 	mutex_unlock(&file->all_lock);
 }

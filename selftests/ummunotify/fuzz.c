@@ -30,6 +30,14 @@
  *    EPERM from every call and inherits none of its mappings;
  *  - /sys/class/misc/ummunotify/{files,regions} read 0 after every round.
  *
+ * Beside the threads, each process has ZAPPERS threads (-z, default 1)
+ * that loop madvise(MADV_DONTNEED) over pages of the threads' spans, so
+ * that every watch, unwatch, RESIZE and close races invalidations of the
+ * watched memory in other threads (issue 22): no call may wait for them
+ * to stop, and what the threads check holds all the same, the zappers'
+ * invalidations only adding events.  Not with -o, whose thread replays
+ * alone.
+ *
  * A failed check shows the thread's last operations.  A missed
  * invalidation shows too what tells a module bug from a model bug: the
  * watch's history, whether /proc/self/maps agrees with what the thread
@@ -47,7 +55,7 @@
  * the round that caused it; vm-run fails the run on any kernel report.
  *
  * Usage: fuzz [-s SEED] [-r ROUNDS | -t SECONDS] [-f FIRST] [-p PROCS]
- *             [-j THREADS] [-n OPS] [-o P.T] [-w LIMIT] [-v]
+ *             [-j THREADS] [-z ZAPPERS] [-n OPS] [-o P.T] [-w LIMIT] [-v]
  * A round whose processes have not ended after LIMIT seconds (600) is a
  * stall: the fuzzer shows their kernel stacks and stops.
  * The environment's UMMUNOTIFY_FUZZ_SEED and UMMUNOTIFY_FUZZ_SECONDS
@@ -96,6 +104,7 @@
 
 #define MAX_PROCS	8
 #define MAX_THREADS	8
+#define MAX_ZAPPERS	8
 #define SHARED_FILES	3
 #define MAX_FILES	(SHARED_FILES + MAX_THREADS)
 /* Live watches of one thread, so that per-user limits stay far away. */
@@ -282,6 +291,8 @@ struct round {
 	_Atomic uint64_t seq;
 	int devnull;
 	atomic_int failures;
+	atomic_bool zapping_done;	/* the threads have ended */
+	atomic_ulong zaps;		/* madvise() calls of the zappers */
 };
 
 static struct round R;
@@ -2893,10 +2904,36 @@ static char *map_span(struct thread *t)
 	return base;
 }
 
+/*
+ * A zapper: madvise(MADV_DONTNEED) of 1 to 64 pages of any thread's span,
+ * mapped or not (ENOMEM then), until the threads have ended.  About a
+ * thousand a second: enough to race the threads' calls, not so many that
+ * the rings drop most events, which would hide a missing one.
+ */
+static void *zapper_main(void *arg)
+{
+	struct rng r = { .s = (uintptr_t)arg };
+	size_t pages = SPAN_BYTES / ps, first, n;
+	struct thread *t;
+
+	while (!atomic_load(&R.zapping_done)) {
+		t = &R.t[below(&r, R.threads)];
+		first = below(&r, pages);
+		n = 1 + below(&r, 64);
+		if (n > pages - first)
+			n = pages - first;
+		madvise(t->span + first * ps, n * ps, MADV_DONTNEED);
+		atomic_fetch_add(&R.zaps, 1);
+		usleep(below(&r, 2000));
+	}
+	return NULL;
+}
+
 /* One process of a round.  Exits 0 if every check held. */
 static int run_process(uint64_t seed, int proc, int threads, unsigned long ops,
-		       int only)
+		       int only, int zappers)
 {
+	pthread_t zapper[MAX_ZAPPERS];
 	struct sigaction sa = { .sa_handler = on_signal, .sa_flags = SA_RESTART };
 	int i;
 
@@ -2944,9 +2981,21 @@ static int run_process(uint64_t seed, int proc, int threads, unsigned long ops,
 		if ((only < 0 || only == i) &&
 		    pthread_create(&R.t[i].id, NULL, thread_main, &R.t[i]))
 			return 2;
+	if (only >= 0)
+		zappers = 0;
+	for (i = 0; i < zappers; i++)
+		if (pthread_create(&zapper[i], NULL, zapper_main,
+				   (void *)(uintptr_t)mix(seed, ~(uint64_t)i)))
+			return 2;
 	for (i = 0; i < threads; i++)
 		if (only < 0 || only == i)
 			pthread_join(R.t[i].id, NULL);
+	atomic_store(&R.zapping_done, true);
+	for (i = 0; i < zappers; i++)
+		pthread_join(zapper[i], NULL);
+	if (zappers)
+		say("# p%d: %d zappers, %lu madvise(MADV_DONTNEED) calls", proc,
+		    zappers, atomic_load(&R.zaps));
 	for (i = 0; i < SHARED_FILES + threads; i++) {
 		check_reported(&R.t[0], i);
 		close_file(&R.t[0], i);
@@ -3101,7 +3150,8 @@ static bool counts_back_to_zero(char *why, size_t len)
 static void usage(void)
 {
 	fprintf(stderr, "usage: fuzz [-s SEED] [-r ROUNDS | -t SECONDS] [-f FIRST]"
-		" [-p PROCS] [-j THREADS] [-n OPS] [-o P.T] [-w LIMIT] [-v]\n");
+		" [-p PROCS] [-j THREADS] [-z ZAPPERS] [-n OPS] [-o P.T]"
+		" [-w LIMIT] [-v]\n");
 	exit(2);
 }
 
@@ -3110,6 +3160,7 @@ int main(int argc, char **argv)
 	/* The bounded run of make check: under 3 minutes on the debug kernel. */
 	uint64_t seed, rounds = 4, first = 1, ops = 1200, r;
 	int procs = 2, threads = 3, only_proc = -1, only_thread = -1, opt;
+	int zappers = 1;
 	double seconds = 0, start, round_limit = 600;
 	const char *env;
 	unsigned int passed = 0, failed = 0;
@@ -3123,7 +3174,7 @@ int main(int argc, char **argv)
 	env = getenv("UMMUNOTIFY_FUZZ_SECONDS");
 	if (env && *env)
 		seconds = number(env, "UMMUNOTIFY_FUZZ_SECONDS");
-	while ((opt = getopt(argc, argv, "s:r:t:f:p:j:n:o:w:v")) != -1) {
+	while ((opt = getopt(argc, argv, "s:r:t:f:p:j:z:n:o:w:v")) != -1) {
 		switch (opt) {
 		case 's':
 			seed = number(optarg, "seed");
@@ -3144,6 +3195,9 @@ int main(int argc, char **argv)
 		case 'j':
 			threads = number(optarg, "threads");
 			break;
+		case 'z':
+			zappers = number(optarg, "zappers");
+			break;
 		case 'n':
 			ops = number(optarg, "operations");
 			break;
@@ -3162,7 +3216,8 @@ int main(int argc, char **argv)
 		}
 	}
 	if (optind != argc || procs < 1 || procs > MAX_PROCS || threads < 1 ||
-	    threads > MAX_THREADS || only_proc >= procs ||
+	    threads > MAX_THREADS || zappers < 0 || zappers > MAX_ZAPPERS ||
+	    only_proc >= procs ||
 	    only_thread >= threads || !ops)
 		usage();
 
@@ -3187,9 +3242,9 @@ int main(int argc, char **argv)
 	if (!seconds)
 		say("1..%" PRIu64, rounds);
 	say("# ummunotify fuzz: seed %#" PRIx64 ", %s %g, %d processes x %d "
-	    "threads x %" PRIu64 " operations a round", seed,
-	    seconds ? "seconds" : "rounds", seconds ? seconds : (double)rounds,
-	    procs, threads, ops);
+	    "threads x %" PRIu64 " operations a round, %d zappers a process",
+	    seed, seconds ? "seconds" : "rounds",
+	    seconds ? seconds : (double)rounds, procs, threads, ops, zappers);
 	say("# allocation failure injection: %s",
 	    faults ? "failslab and fail_page_alloc, per thread" :
 		     "not in this kernel");
@@ -3236,7 +3291,7 @@ int main(int argc, char **argv)
 			pids[p] = fork();
 			if (pids[p] == 0)
 				_exit(run_process(rseed, p, threads, ops,
-						  only_thread));
+						  only_thread, zappers));
 		}
 		for (p = 0; p < procs; p++) {
 			int status;
