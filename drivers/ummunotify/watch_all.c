@@ -590,12 +590,7 @@ void umn_range_insert(struct umn_file *file, struct umn_region *region)
  */
 void umn_range_remove(struct umn_file *file, struct umn_region *region)
 {
-	struct umn_all_mm *all = file->all_mm;
-
-	spin_lock(&all->lock);
-	interval_tree_remove(&region->range, &all->ranges);
-	all->nr_ranges--;
-	spin_unlock(&all->lock);
+	umn_range_remove_many(file, &region, 1);
 }
 
 /*
