@@ -50,6 +50,20 @@ apt-get install -y -qq --no-install-recommends \
 # trixie-root makes the Debian 13 system of the libfabric 2.1 tests,
 # debian-root the Debian 12 system the packages are installed into.
 apt-get install -y -qq --no-install-recommends mmdebstrap >/dev/null
+
+# The 6.1 debug kernel that make check tests (see run-checks) builds from
+# here on, ten to sixteen minutes of both cores, while the chroots below
+# are made, which mostly waits on the network: make check then finds it
+# built.  Its failure is make check's to report.
+debug_kernel=
+case " ${UMMUNOTIFY_DEBUG_KERNELS-6.1} " in
+*" 6.1 "*)
+	if [ -z "${UMMUNOTIFY_NO_DEBUG_KERNEL:-}" ]; then
+		"$testing/debug-kernel" 6.1 >/dev/null &
+		debug_kernel=$!
+	fi
+	;;
+esac
 # Run "apt-get ARGS" (a download) in ROOT, or with ROOT "host -- ROOT" on
 # the host, in an empty ROOT/var/cache/ummunotify-debs, where the packages
 # land.
@@ -208,4 +222,6 @@ in_root "$(root_of bookworm)" '' apt-get install -y -qq --no-install-recommends 
 krel_5=$(kernel_root bullseye bullseye)
 krel_7=$(kernel_root trixie trixie-backports)
 sparse_for_7 "$(root_of trixie)" "$krel_7"
+[ -z "$debug_kernel" ] || wait "$debug_kernel" ||
+	echo "setup-host: the 6.1 debug kernel did not build; make check says why" >&2
 echo "setup-host: ready: $krel_5, $krel_6, $krel_12 and $krel_7 in $(cache_root)/roots"
