@@ -585,21 +585,13 @@ void umn_range_insert(struct umn_file *file, struct umn_region *region)
 }
 
 /*
- * Stop a started @region: after this no callback reaches it, and it may
- * be freed at once.  Waits for one callback's walk at most.
+ * Stop the started range watches @regions[0..@n): after this no callback
+ * reaches them, and they may be freed at once.  Waits for one callback's
+ * walk at most, once for them all (a file's teardown stops them by the
+ * batch), rather than once each.
  */
-void umn_range_remove(struct umn_file *file, struct umn_region *region)
-{
-	umn_range_remove_many(file, &region, 1);
-}
-
-/*
- * Stop the started range watches @regions[0..@n), a file's teardown:
- * one look at the lock for them all, rather than one wait behind the
- * callbacks' walks for each.
- */
-void umn_range_remove_many(struct umn_file *file, struct umn_region **regions,
-			   unsigned int n)
+void umn_range_remove(struct umn_file *file, struct umn_region **regions,
+		      unsigned int n)
 {
 	struct umn_all_mm *all = file->all_mm;
 	unsigned int i;
