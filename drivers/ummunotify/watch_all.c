@@ -70,7 +70,9 @@
  *
  * A walk that may sleep lets go of the lock now and then (see
  * umn_range_report()): a truncate or an exit over a million watches
- * keeps neither the CPU nor the ioctls.  One that may not (the OOM
+ * keeps neither the CPU nor the ioctls.  Not the ioctls on PREEMPT_RT,
+ * where spin_is_contended() is always false: there the walk is
+ * preemptible anyway, and a waiting ioctl lends it its priority.  One that may not (the OOM
  * reaper's) walks all the watches of the address space it covers, each
  * charged to its opener's max_user_watches.
  *
