@@ -402,6 +402,8 @@ static void umn_stop_ranges(struct umn_file *file,
 			    struct umn_region **regions, unsigned int n,
 			    bool started)
 {
+	if (!n)
+		return;
 	if (started)
 		umn_range_remove(file, regions, n);
 	umn_space_del(file, regions, n);
@@ -480,7 +482,7 @@ void umn_remove_all(struct umn_file *file)
 		umn_uncharge_watch(file);
 		/* It may be in the notifier a while yet: silent meanwhile. */
 		umn_silence(file, region);
-		if (umn_in_space(region)) {
+		if (!region->all && umn_in_space(region)) {
 			batch[n++] = region;
 			if (n == UMN_REMOVE_BATCH) {
 				umn_remove_batch(file, batch, n);

@@ -5,8 +5,9 @@
  * Usage: umn-bench [-t TESTS] DIR
  *
  * Runs the measurements (all, or those whose numbers TESTS lists, a
- * character each: "0" is test 10, "a" test 11), prints a table and writes DIR/results.json and
- * the chart's data.  Run it as root in a guest that has the module loaded.
+ * character each: "0" is test 10, "a" test 11), prints a table and
+ * writes DIR/results.json and the chart's data.  Run it as root in a
+ * guest that has the module loaded.
  */
 #define _GNU_SOURCE
 #include <errno.h>
