@@ -25,8 +25,9 @@
  * The address space's notifier is registered before the threads start,
  * by a file that stays open: registering it waits for mmap_lock, as an
  * mmap() does, which is not what is tested.  So the close test closes
- * the address space's last file once, at its end, and opens none after.  The watchdog never waits for
- * mmap_lock either: no stdio, nothing it faults in once the threads run.
+ * the address space's last file once, at its end, and opens none after.
+ * The watchdog never waits for mmap_lock either: no stdio, nothing it
+ * faults in once the threads run.
  *
  * These tests failed on c59d7ac (a 6.1 guest, UMMUNOTIFY_TCG_THREAD=
  * multi: the first call held in D state past the bound within seconds).
