@@ -198,71 +198,134 @@ static void umn_user_put(struct umn_user *user)
 }
 
 /*
- * @uid of @ns (INVALID_UID: all of @ns), a reference taken, with whoever
- * else answers for what it holds: its @parent.  The ids a namespace maps
- * are its creator's to hand out, so its users are charged to its creator
- * as well, in the parent namespace, as inotify charges them: one user
- * cannot multiply its budget by making namespaces.  But root is no
- * tenant of the namespaces it makes for containers: charged to root,
- * they could spend root's budget, and each other's.  Such a namespace (of
- * the initial one, made by its root) answers for itself instead, against
- * max_ns_watches and max_ns_pages, and for the namespaces made in it.
- * Recurses once a level: user namespaces nest 32 deep at most.
+ * Who answers for what @uid of @ns (INVALID_UID: all of @ns) holds,
+ * besides itself: *@ns and *@uid become it; false if nobody does.  The
+ * ids a namespace maps are its creator's to hand out, so its users are
+ * charged to its creator as well, in the parent namespace, as inotify
+ * charges them: one user cannot multiply its budget by making
+ * namespaces.  But root is no tenant of the namespaces it makes for
+ * containers: charged to root, they could spend root's budget, and each
+ * other's.  Such a namespace (of the initial one, made by its root)
+ * answers for itself instead, against max_ns_watches and max_ns_pages,
+ * and for the namespaces made in it.
  */
-static struct umn_user *umn_user_lookup(struct user_namespace *ns,
-					kuid_t uid)
+static bool umn_user_above(struct user_namespace **ns, kuid_t *uid)
 {
-	u32 key = umn_user_hash(ns, uid);
-	struct umn_user *user, *parent = NULL;
+	if (*ns == &init_user_ns || !uid_valid(*uid))
+		return false;
+	if ((*ns)->parent == &init_user_ns &&
+	    uid_eq((*ns)->owner, GLOBAL_ROOT_UID)) {
+		*uid = INVALID_UID;
+	} else {
+		*uid = (*ns)->owner;
+		*ns = (*ns)->parent;
+	}
+	return true;
+}
+
+/* umn_users_lock held. */
+static struct umn_user *umn_user_find(struct user_namespace *ns, kuid_t uid)
+{
+	struct umn_user *user;
 
 	lockdep_assert_held(&umn_users_lock);
 
-	hash_for_each_possible(umn_users, user, node, key)
-		if (user->ns == ns && uid_eq(user->uid, uid)) {
-			user->refs++;
+	hash_for_each_possible(umn_users, user, node, umn_user_hash(ns, uid))
+		if (user->ns == ns && uid_eq(user->uid, uid))
 			return user;
-		}
-	if (ns != &init_user_ns && uid_valid(uid)) {
-		if (ns->parent == &init_user_ns &&
-		    uid_eq(ns->owner, GLOBAL_ROOT_UID))
-			parent = umn_user_lookup(ns, INVALID_UID);
-		else
-			parent = umn_user_lookup(ns->parent, ns->owner);
-		if (!parent)
-			return NULL;
+	return NULL;
+}
+
+/*
+ * How many users umn_user_lookup() of @uid of @ns would make: it and
+ * those answering for it, up to the first that exists.  umn_users_lock
+ * held.
+ */
+static unsigned int umn_user_missing(struct user_namespace *ns, kuid_t uid)
+{
+	unsigned int n = 0;
+
+	do {
+		if (umn_user_find(ns, uid))
+			break;
+		n++;
+	} while (umn_user_above(&ns, &uid));
+	return n;
+}
+
+/*
+ * @uid of @ns, a reference taken, with those answering for it (see
+ * umn_user_above()) as its @parent and up.  Those missing are made from
+ * *@spares, a list through ->parent, which umn_user_missing() sized
+ * under the same hold of umn_users_lock.  Recurses once a level: user
+ * namespaces nest 32 deep at most.
+ */
+static struct umn_user *umn_user_lookup(struct user_namespace *ns,
+					kuid_t uid, struct umn_user **spares)
+{
+	struct user_namespace *above_ns = ns;
+	struct umn_user *user, *parent = NULL;
+	kuid_t above_uid = uid;
+
+	user = umn_user_find(ns, uid);
+	if (user) {
+		user->refs++;
+		return user;
 	}
-	user = kzalloc(sizeof(*user), GFP_KERNEL_ACCOUNT);
-	if (!user) {
-		umn_user_put(parent);
-		return NULL;
-	}
+	if (umn_user_above(&above_ns, &above_uid))
+		parent = umn_user_lookup(above_ns, above_uid, spares);
+	user = *spares;
+	*spares = user->parent;
 	user->ns = get_user_ns(ns);
 	user->uid = uid;
 	user->parent = parent;
 	user->refs = 1;
 	INIT_WORK(&user->teardown_work, umn_user_teardowns);
-	hash_add(umn_users, &user->node, key);
+	hash_add(umn_users, &user->node, umn_user_hash(ns, uid));
 	return user;
 }
 
-/* Charge the opener's user for a new file. */
+/*
+ * Charge the opener's user for a new file.  The users to make are
+ * allocated without umn_users_lock, which every open() and close() takes:
+ * an allocation that reclaims holds up nobody else's.
+ */
 int umn_user_get(struct umn_file *file)
 {
 	const struct cred *cred = current_cred();
-	struct umn_user *user;
+	struct umn_user *spares = NULL, *user;
+	unsigned int have = 0, need;
 	int ret = 0;
 
 	mutex_lock(&umn_users_lock);
-	user = umn_user_lookup(cred->user_ns, cred->uid);
-	if (!user)
-		ret = -ENOMEM;
-	else if (umn_charge_up(user, UMN_FILE_PAGES, true))
+	/* Users may go while it allocates; no chain is over 34 long. */
+	while ((need = umn_user_missing(cred->user_ns, cred->uid)) > have) {
+		mutex_unlock(&umn_users_lock);
+		for (; have < need; have++) {
+			user = kzalloc(sizeof(*user), GFP_KERNEL_ACCOUNT);
+			if (!user) {
+				ret = -ENOMEM;
+				goto out;
+			}
+			user->parent = spares;
+			spares = user;
+		}
+		mutex_lock(&umn_users_lock);
+	}
+	user = umn_user_lookup(cred->user_ns, cred->uid, &spares);
+	if (umn_charge_up(user, UMN_FILE_PAGES, true)) {
 		file->user = user;
-	else
-		ret = -ENOSPC;
-	if (ret && user)
+	} else {
 		umn_user_put(user);
+		ret = -ENOSPC;
+	}
 	mutex_unlock(&umn_users_lock);
+out:
+	while (spares) {
+		user = spares;
+		spares = user->parent;
+		kfree(user);
+	}
 	return ret;
 }
 

@@ -190,13 +190,16 @@ int umn_space_add(struct umn_file *file, struct umn_region *region,
 	return ret;
 }
 
-/* Undo umn_space_add(). */
-void umn_space_del(struct umn_file *file, struct umn_region *region)
+/* Undo umn_space_add() for @regions[0..@n). */
+void umn_space_del(struct umn_file *file, struct umn_region **regions,
+		   unsigned int n)
 {
 	struct umn_space *space = file->space;
+	unsigned int i;
 
 	mutex_lock(&space->lock);
-	umn_ranges_remove(region, &space->ranges);
+	for (i = 0; i < n; i++)
+		umn_ranges_remove(regions[i], &space->ranges);
 	mutex_unlock(&space->lock);
 }
 

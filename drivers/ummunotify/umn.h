@@ -403,9 +403,8 @@ void umn_all_put(struct umn_all_mm *all);
 int umn_mm_join(struct umn_file *file);
 void umn_mm_leave(struct umn_file *file);
 void umn_range_insert(struct umn_file *file, struct umn_region *region);
-void umn_range_remove(struct umn_file *file, struct umn_region *region);
-void umn_range_remove_many(struct umn_file *file, struct umn_region **regions,
-			   unsigned int n);
+void umn_range_remove(struct umn_file *file, struct umn_region **regions,
+		      unsigned int n);
 int umn_all_start(struct umn_file *file, struct umn_region *region);
 int umn_all_hold(struct umn_file *file);
 void umn_all_unhold(struct umn_file *file);
@@ -450,7 +449,8 @@ int umn_space_get(struct umn_file *file);
 void umn_space_put(struct umn_file *file);
 int umn_space_add(struct umn_file *file, struct umn_region *region,
 		  u64 start, u64 end, struct umn_region *except);
-void umn_space_del(struct umn_file *file, struct umn_region *region);
+void umn_space_del(struct umn_file *file, struct umn_region **regions,
+		   unsigned int n);
 struct umn_all_mm *umn_space_notifier(struct umn_file *file);
 unsigned int umn_space_pressure_files(struct umn_file *file);
 void umn_space_pressure_add(struct umn_file *file, int n);

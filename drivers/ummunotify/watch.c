@@ -333,7 +333,7 @@ static struct umn_region *umn_reserve(struct umn_file *file, u64 cookie,
 
 out_space:
 	if (umn_in_space(region))
-		umn_space_del(file, region);
+		umn_space_del(file, &region, 1);
 out_slot:
 	umn_free_slot(file, region);
 out_uncharge:
@@ -365,9 +365,21 @@ static int umn_start(struct umn_file *file, struct umn_region *region)
 }
 
 /*
- * Take @region out of the cookie tree and the counts, and silence it:
- * whatever its notifier sees from now on is not published, and its
- * pending report goes.  regions_lock held.
+ * Silence @region: whatever its notifier sees from now on is not
+ * published, and its pending report goes.
+ */
+static void umn_silence(struct umn_file *file, struct umn_region *region)
+{
+	spin_lock(&file->lock);
+	region->dead = true;
+	if (!umn_has_ring(file))
+		list_del_init(&umn_queued(region)->report);
+	spin_unlock(&file->lock);
+}
+
+/*
+ * Take @region out of the cookie tree and the counts, and silence it.
+ * regions_lock held.
  */
 static void umn_unlink(struct umn_file *file, struct umn_region *region)
 {
@@ -377,31 +389,35 @@ static void umn_unlink(struct umn_file *file, struct umn_region *region)
 	umn_uncharge_watch(file);
 	if (!region->pending)
 		umn_account_pages(file, region, -1);
-	spin_lock(&file->lock);
-	region->dead = true;
-	if (!umn_has_ring(file))
-		list_del_init(&umn_queued(region)->report);
-	spin_unlock(&file->lock);
+	umn_silence(file, region);
 }
 
 /*
- * Take @region out of the notifier (@started), then its range out of the
- * address space's.  Waits for no invalidation: at most for one callback
- * to let go of the notifier's lock.
+ * Take the range watches @regions[0..@n) out of the notifier (@started),
+ * then out of the address space's ranges, where they count over their
+ * pages until they are out of the notifier.  Waits for no invalidation:
+ * at most for one callback to let go of the notifier's lock.
  */
+static void umn_stop_ranges(struct umn_file *file,
+			    struct umn_region **regions, unsigned int n,
+			    bool started)
+{
+	if (!n)
+		return;
+	if (started)
+		umn_range_remove(file, regions, n);
+	umn_space_del(file, regions, n);
+}
+
+/* Take @region out of the notifier (@started) and the address space's. */
 static void umn_stop(struct umn_file *file, struct umn_region *region,
 		     bool started)
 {
-	bool watched = umn_in_space(region);
-
 	/* After it no callback can touch @region. */
 	if (started && region->all)
 		umn_all_remove(file, region);
-	else if (started && watched)
-		umn_range_remove(file, region);
-	/* Counted over its pages until it is out of the notifier. */
-	if (watched)
-		umn_space_del(file, region);
+	else if (umn_in_space(region))
+		umn_stop_ranges(file, &region, 1, started);
 }
 
 /* Stop an unlinked @region, free its slot and @region. */
@@ -438,18 +454,18 @@ static void umn_finish(struct umn_file *file, struct umn_region *region,
 /* Range watches a teardown takes out of the notifier at once. */
 #define UMN_REMOVE_BATCH	32
 
-/* Stop and free @batch[0..@n), started range watches of a going file. */
+/*
+ * Stop and free @batch[0..@n), started range watches of a going file: the
+ * owner's other threads can still be in the notifier.
+ */
 static void umn_remove_batch(struct umn_file *file,
 			     struct umn_region **batch, unsigned int n)
 {
 	unsigned int i;
 
-	/* The owner's other threads can still be in the notifier. */
-	umn_range_remove_many(file, batch, n);
-	for (i = 0; i < n; i++) {
-		umn_space_del(file, batch[i]);
+	umn_stop_ranges(file, batch, n, true);
+	for (i = 0; i < n; i++)
 		umn_free_region(file, batch[i]);
-	}
 	cond_resched();
 }
 
@@ -465,11 +481,7 @@ void umn_remove_all(struct umn_file *file)
 					     cookie_node) {
 		umn_uncharge_watch(file);
 		/* It may be in the notifier a while yet: silent meanwhile. */
-		spin_lock(&file->lock);
-		region->dead = true;
-		if (!umn_has_ring(file))
-			list_del_init(&umn_queued(region)->report);
-		spin_unlock(&file->lock);
+		umn_silence(file, region);
 		if (!region->all && umn_in_space(region)) {
 			batch[n++] = region;
 			if (n == UMN_REMOVE_BATCH) {
@@ -728,7 +740,7 @@ int umn_resize(struct umn_file *file, struct ummunotify_watch __user *argp)
 		spin_unlock(&file->lock);
 	}
 	if (ret)
-		umn_space_del(file, new);
+		umn_space_del(file, &new, 1);
 	mutex_unlock(&file->regions_lock);
 	if (ret) {
 		umn_free_region(file, new);

@@ -70,7 +70,9 @@
  *
  * A walk that may sleep lets go of the lock now and then (see
  * umn_range_report()): a truncate or an exit over a million watches
- * keeps neither the CPU nor the ioctls.  One that may not (the OOM
+ * keeps neither the CPU nor the ioctls.  Not the ioctls on PREEMPT_RT,
+ * where spin_is_contended() is always false: there the walk is
+ * preemptible anyway, and a waiting ioctl lends it its priority.  One that may not (the OOM
  * reaper's) walks all the watches of the address space it covers, each
  * charged to its opener's max_user_watches.
  *
@@ -585,21 +587,13 @@ void umn_range_insert(struct umn_file *file, struct umn_region *region)
 }
 
 /*
- * Stop a started @region: after this no callback reaches it, and it may
- * be freed at once.  Waits for one callback's walk at most.
+ * Stop the started range watches @regions[0..@n): after this no callback
+ * reaches them, and they may be freed at once.  Waits for one callback's
+ * walk at most, once for them all (a file's teardown stops them by the
+ * batch), rather than once each.
  */
-void umn_range_remove(struct umn_file *file, struct umn_region *region)
-{
-	umn_range_remove_many(file, &region, 1);
-}
-
-/*
- * Stop the started range watches @regions[0..@n), a file's teardown:
- * one look at the lock for them all, rather than one wait behind the
- * callbacks' walks for each.
- */
-void umn_range_remove_many(struct umn_file *file, struct umn_region **regions,
-			   unsigned int n)
+void umn_range_remove(struct umn_file *file, struct umn_region **regions,
+		      unsigned int n)
 {
 	struct umn_all_mm *all = file->all_mm;
 	unsigned int i;

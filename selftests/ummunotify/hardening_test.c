@@ -558,27 +558,38 @@ TEST_F(bare, a_setup_whose_argument_keeps_going_away_ends_on_a_signal)
 
 FIXTURE(user_limits)
 {
-	char watches[32], pages[32];
-	bool saved;
+	/* The limits in force before, restored after, whatever fails. */
+	char saved[4][32];
+	bool read;
+};
+
+static const char *const user_limits_params[] = {
+	"max_user_watches", "max_user_pages", "max_ns_watches", "max_ns_pages",
 };
 
 FIXTURE_SETUP(user_limits)
 {
-	ASSERT_EQ(0, read_file(PARAMS "max_user_watches", self->watches,
-			       sizeof(self->watches)))
-		TH_LOG("no max_user_watches parameter");
-	ASSERT_EQ(0, read_file(PARAMS "max_user_pages", self->pages,
-			       sizeof(self->pages)))
-		TH_LOG("no max_user_pages parameter");
-	self->saved = true;
+	char path[128];
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(user_limits_params); i++) {
+		snprintf(path, sizeof(path), PARAMS "%s", user_limits_params[i]);
+		ASSERT_EQ(0, read_file(path, self->saved[i],
+				       sizeof(self->saved[i])))
+			TH_LOG("no %s parameter", user_limits_params[i]);
+	}
+	self->read = true;
 }
 
 FIXTURE_TEARDOWN(user_limits)
 {
-	if (!self->saved)
-		return;
-	EXPECT_EQ(0, write_file(PARAMS "max_user_watches", self->watches));
-	EXPECT_EQ(0, write_file(PARAMS "max_user_pages", self->pages));
+	char path[128];
+	size_t i;
+
+	for (i = 0; self->read && i < ARRAY_SIZE(user_limits_params); i++) {
+		snprintf(path, sizeof(path), PARAMS "%s", user_limits_params[i]);
+		EXPECT_EQ(0, write_file(path, self->saved[i]));
+	}
 }
 
 static int set_param(const char *name, long value)
@@ -984,7 +995,6 @@ TEST_F(user_limits, a_container_spends_neither_roots_budget_nor_another_containe
 	end_tenant(_metadata, &a);
 	if (fd >= 0)
 		close(fd);
-	EXPECT_EQ(0, set_param("max_ns_pages", 0));
 }
 
 /*

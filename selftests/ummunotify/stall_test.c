@@ -24,9 +24,10 @@
  *
  * The address space's notifier is registered before the threads start,
  * by a file that stays open: registering it waits for mmap_lock, as an
- * mmap() does, which is not what is tested (so the close test never
- * closes the address space's last file).  The watchdog never waits for
- * mmap_lock either: no stdio, nothing it faults in once the threads run.
+ * mmap() does, which is not what is tested.  So the close test closes
+ * the address space's last file once, at its end, and opens none after.
+ * The watchdog never waits for mmap_lock either: no stdio, nothing it
+ * faults in once the threads run.
  *
  * These tests failed on c59d7ac (a 6.1 guest, UMMUNOTIFY_TCG_THREAD=
  * multi: the first call held in D state past the bound within seconds).
@@ -97,6 +98,8 @@ FIXTURE(zapped)
 	pthread_t tids[MAX_THREADS];
 	pthread_t dog;
 	pthread_barrier_t go;
+	/* Threads created: the teardown joins them once all are. */
+	int started;
 	int keeper;
 	char *kept;
 	struct umn u;
@@ -165,12 +168,9 @@ static void *watchdog(void *arg)
 
 FIXTURE_SETUP(zapped)
 {
-	struct sched_param fifo = { .sched_priority = 1 };
 	const char *env = getenv("UMMUNOTIFY_STALL");
-	pthread_attr_t attr;
 	double start = now();
 	char path[64];
-	int i;
 
 	self->threads = 200;
 	self->bound = 10;
@@ -212,13 +212,24 @@ FIXTURE_SETUP(zapped)
 	ASSERT_NE(MAP_FAILED, self->kept);
 	self->keeper = open_dev(_metadata, O_RDONLY);
 	ASSERT_EQ(0, register_region(self->keeper, self->kept, ps, 1));
-	/*
-	 * The native file's area is mapped now too: on 5.10 an mmap() made
-	 * while the threads run waited for mmap_lock for minutes, their
-	 * madvise() calls taking it ahead of it, with the interval-notifier
-	 * module as with this one.
-	 */
-	umn_init(_metadata, &self->u, WATCH_RING, 0, 0);
+	self->u.fd = -1;
+	TH_LOG("set up in %.1f s", now() - start);
+}
+
+/*
+ * Start the madvise() threads and the watchdog.  A test maps what it
+ * needs first: on 5.10 an mmap() made while the threads run waited for
+ * mmap_lock for minutes, their madvise() calls taking it ahead of it,
+ * with the interval-notifier module as with this one.
+ */
+static void start_zapping(struct __test_metadata *_metadata,
+			  FIXTURE_DATA(zapped) *self)
+{
+	struct sched_param fifo = { .sched_priority = 1 };
+	pthread_attr_t attr;
+	double start = now();
+	int i;
+
 	/* The threads, the watchdog and this one. */
 	ASSERT_EQ(0, pthread_barrier_init(&self->go, NULL, self->threads + 2));
 	/* Real-time, so that the busy threads cannot keep it from looking. */
@@ -228,14 +239,16 @@ FIXTURE_SETUP(zapped)
 	pthread_attr_setschedparam(&attr, &fifo);
 	ASSERT_EQ(0, pthread_create(&self->dog, &attr, watchdog, self));
 	pthread_attr_destroy(&attr);
-	for (i = 0; i < self->threads; i++)
+	for (i = 0; i < self->threads; i++) {
 		ASSERT_EQ(0, pthread_create(&self->tids[i], NULL, zapper,
 					    self));
+		self->started++;
+	}
 	pthread_barrier_wait(&self->go);
 	/* Every thread in its loop. */
 	sleep(1);
 	/* Minutes on a debug kernel under TCG: see the tests' timeout. */
-	TH_LOG("%d threads zapping, after %.1f s of setup", self->threads,
+	TH_LOG("%d threads zapping, after %.1f s", self->threads,
 	       now() - start);
 }
 
@@ -244,11 +257,19 @@ FIXTURE_TEARDOWN(zapped)
 	int i;
 
 	atomic_store(&self->stop, true);
-	for (i = 0; i < self->threads; i++)
-		pthread_join(self->tids[i], NULL);
-	pthread_join(self->dog, NULL);
-	close(self->u.fd);
-	close(self->keeper);
+	/*
+	 * After a failed start the threads made wait at the barrier for
+	 * good: the test's process ends with them.
+	 */
+	if (self->started == self->threads) {
+		for (i = 0; i < self->threads; i++)
+			pthread_join(self->tids[i], NULL);
+		pthread_join(self->dog, NULL);
+	}
+	if (self->u.fd >= 0)
+		close(self->u.fd);
+	if (self->keeper >= 0)
+		close(self->keeper);
 	close(self->stat_fd);
 	munmap(self->kept, ps);
 	munmap(self->map, self->map_len);
@@ -294,9 +315,11 @@ TEST_F_TIMEOUT(zapped, unregister_never_waits_for_other_threads_invalidations,
 	       STALL_TIMEOUT)
 {
 	int fd = open_dev(_metadata, O_RDONLY);
-	double start = now();
+	double start;
 	int ret = 0;
 
+	start_zapping(_metadata, self);
+	start = now();
 	ret = WATCHED(self, register_region(fd, self->map, ps, 1));
 	while (!ret && zapping(self, start)) {
 		ret = WATCHED(self, unwatch(fd, 1));
@@ -320,10 +343,13 @@ TEST_F_TIMEOUT(zapped, unwatch_and_resize_never_wait_for_other_threads,
 		.watch = (uintptr_t)&w,
 		.nr_watch = 1,
 	};
-	double start = now();
 	struct umn *u = &self->u;
+	double start;
 	int ret = 0;
 
+	umn_init(_metadata, u, WATCH_RING, 0, 0);
+	start_zapping(_metadata, self);
+	start = now();
 	ret = WATCHED(self, uioctl(u->fd, UMMUNOTIFY_WATCH, &w));
 	while (!ret && zapping(self, start)) {
 		w = watch_arg(self->map, ps, 1, 0);
@@ -340,19 +366,27 @@ TEST_F_TIMEOUT(zapped, unwatch_and_resize_never_wait_for_other_threads,
 	verdict(_metadata, self);
 }
 
-/* The owner's close() tears down there and then. */
+/*
+ * The owner's close() tears down there and then; the address space's
+ * last file, closed last, lets go of its notifier too.
+ */
 TEST_F_TIMEOUT(zapped, close_never_waits_for_other_threads_invalidations,
 	       STALL_TIMEOUT)
 {
-	double start = now();
+	double start;
 	int fd, ret = 0;
 
+	start_zapping(_metadata, self);
+	start = now();
 	while (!ret && zapping(self, start)) {
 		fd = open_dev(_metadata, O_RDONLY);
 		ret = WATCHED(self, register_region(fd, self->map, ps, 1));
 		WATCHED(self, close(fd));
 	}
 	EXPECT_EQ(0, ret);
+	/* The address space's last file. */
+	EXPECT_EQ(0, WATCHED(self, close(self->keeper)));
+	self->keeper = -1;
 	verdict(_metadata, self);
 }
 

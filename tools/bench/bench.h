@@ -168,5 +168,6 @@ void measure_whole(void);
 void measure_precision(void);
 void measure_ofi(void);
 void measure_ucx(void);
+void measure_imposed(void);
 
 #endif /* BENCH_H */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * HPE's kdreg2 (github.com/HewlettPackard/kdreg2), built only when
+ * HPE's kdreg2 (github.com/HewlettPackard/shs-kdreg2), built only when
  * "make bench KDREG2=DIR" names a kdreg2 tree whose kdreg2.ko is built
  * for the guest's kernel: the same work with the other kernel monitor, in
  * the same run.  A generation per region checked in mapped memory, like

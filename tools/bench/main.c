@@ -4,9 +4,10 @@
  *
  * Usage: umn-bench [-t TESTS] DIR
  *
- * Runs the measurements (all, or those whose numbers TESTS lists, a digit
- * each: "0" is test 10), prints a table and writes DIR/results.json and
- * the chart's data.  Run it as root in a guest that has the module loaded.
+ * Runs the measurements (all, or those whose numbers TESTS lists, a
+ * character each: "0" is test 10, "a" test 11), prints a table and
+ * writes DIR/results.json and the chart's data.  Run it as root in a
+ * guest that has the module loaded.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -159,6 +160,7 @@ int main(int argc, char **argv)
 		{ '5', measure_ring }, { '6', measure_cache },
 		{ '7', measure_whole }, { '8', measure_precision },
 		{ '9', measure_ofi }, { '0', measure_ucx },
+		{ 'a', measure_imposed },
 	};
 	const char *only = NULL;
 	int opt;

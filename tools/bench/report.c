@@ -11,7 +11,7 @@
 #include "bench.h"
 #include "report.h"
 
-#define MAX_ROWS	256
+#define MAX_ROWS	512
 #define MAX_GOALS	64
 
 static struct row {

@@ -22,8 +22,10 @@ testing=$(cd "$(dirname "$0")" && pwd -P)
 if [ "$(id -u)" != 0 ]; then
 	command -v sudo >/dev/null ||
 		{ echo "setup-host: run as root (no sudo here)" >&2; exit 1; }
-	exec sudo "$0" "$@"
+	exec sudo "$0" --via-sudo "$@"
 fi
+via_sudo=
+[ "${1:-}" != --via-sudo ] || { via_sudo=1; shift; }
 
 uri=$(debian_uri)
 [ -n "$uri" ] || { echo "setup-host: no bookworm apt source found" >&2; exit 1; }
@@ -50,6 +52,27 @@ apt-get install -y -qq --no-install-recommends \
 # trixie-root makes the Debian 13 system of the libfabric 2.1 tests,
 # debian-root the Debian 12 system the packages are installed into.
 apt-get install -y -qq --no-install-recommends mmdebstrap >/dev/null
+
+# The 6.1 debug kernel that make check tests (see run-checks) builds from
+# here on, ten to sixteen minutes of both cores, while the chroots below
+# are made, which mostly waits on the network: make check then finds it
+# built.  Not when run through sudo: the user's make check keeps a cache
+# of its own (lib/cache.sh), and sudo drops the variables that choose
+# the debug kernels.  In a process group of its own, stopped if
+# setup-host fails or is stopped; its failure is make check's to report.
+debug_kernel=
+debug_log=$(cache_root)/debug-kernel-setup.log
+case " ${UMMUNOTIFY_DEBUG_KERNELS-6.1} " in
+*" 6.1 "*)
+	if [ -z "${UMMUNOTIFY_NO_DEBUG_KERNEL:-}$via_sudo" ]; then
+		setsid "$testing/debug-kernel" 6.1 >/dev/null 2>"$debug_log" &
+		debug_kernel=$!
+		trap 'kill -s TERM -- "-$debug_kernel" 2>/dev/null || :' EXIT
+		trap 'exit 130' INT
+		trap 'exit 143' TERM
+	fi
+	;;
+esac
 # Run "apt-get ARGS" (a download) in ROOT, or with ROOT "host -- ROOT" on
 # the host, in an empty ROOT/var/cache/ummunotify-debs, where the packages
 # land.
@@ -208,4 +231,9 @@ in_root "$(root_of bookworm)" '' apt-get install -y -qq --no-install-recommends 
 krel_5=$(kernel_root bullseye bullseye)
 krel_7=$(kernel_root trixie trixie-backports)
 sparse_for_7 "$(root_of trixie)" "$krel_7"
+if [ -n "$debug_kernel" ]; then
+	wait "$debug_kernel" ||
+		echo "setup-host: the 6.1 debug kernel did not build (see $debug_log); make check says why" >&2
+	trap - EXIT INT TERM
+fi
 echo "setup-host: ready: $krel_5, $krel_6, $krel_12 and $krel_7 in $(cache_root)/roots"
