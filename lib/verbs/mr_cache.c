@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "ummunotify-verbs.h"
+#include "symver.h"
 
 /* The cache of one access value. */
 struct mr_sub {
@@ -36,7 +37,8 @@ struct mr_reg {
 
 struct umn_mr_cache {
 	struct ibv_pd *pd;
-	struct umn_mr_cache_attr attr;
+	size_t max_entries, max_bytes;
+	struct umn_attr umn;
 	/*
 	 * Opened by umn_mr_cache_create(), so that a missing device fails
 	 * there and not at the first registration; the first cache takes it.
@@ -117,8 +119,8 @@ static int sub_create(struct umn_mr_cache *c, int access, struct mr_sub **sp)
 		.reg = mr_reg,
 		.dereg = mr_dereg,
 		.forget = mr_forget,
-		.max_entries = c->attr.max_entries,
-		.max_bytes = c->attr.max_bytes,
+		.max_entries = c->max_entries,
+		.max_bytes = c->max_bytes,
 	};
 	struct mr_sub *s = calloc(1, sizeof(*s));
 	int ret;
@@ -131,7 +133,7 @@ static int sub_create(struct umn_mr_cache *c, int access, struct mr_sub **sp)
 		s->u = c->spare;
 		c->spare = NULL;
 	} else {
-		ret = umn_open(&s->u, &c->attr.umn);
+		ret = umn_open(&s->u, &c->umn);
 		if (ret)
 			goto err_free;
 	}
@@ -175,13 +177,16 @@ static struct mr_sub *sub_get(struct umn_mr_cache *c, int access)
 	return s;
 }
 
-struct umn_mr_cache *umn_mr_cache_create(struct ibv_pd *pd,
-					 const struct umn_mr_cache_attr *attr)
+/* umn_mr_cache_create() of 1.1 and of 1.0: the settings checked. */
+static struct umn_mr_cache *mr_cache_create(struct ibv_pd *pd,
+					    size_t max_entries,
+					    size_t max_bytes,
+					    const struct umn_attr *umn)
 {
 	struct umn_mr_cache *c;
 	int ret;
 
-	if (!pd || (attr && attr->comp_mask)) {
+	if (!pd) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -189,9 +194,11 @@ struct umn_mr_cache *umn_mr_cache_create(struct ibv_pd *pd,
 	if (!c)
 		return NULL;
 	c->pd = pd;
-	if (attr)
-		c->attr = *attr;
-	ret = umn_open(&c->spare, &c->attr.umn);
+	c->max_entries = max_entries;
+	c->max_bytes = max_bytes;
+	if (umn)
+		c->umn = *umn;
+	ret = umn_open(&c->spare, &c->umn);
 	if (ret) {
 		free(c);
 		errno = -ret;
@@ -200,6 +207,48 @@ struct umn_mr_cache *umn_mr_cache_create(struct ibv_pd *pd,
 	pthread_mutex_init(&c->lock, NULL);
 	return c;
 }
+
+/* Both are umn_mr_cache_create(): the one of 1.1, and the one of 1.0. */
+__typeof__(umn_mr_cache_create) umn_mr_cache_create_1_1,
+	umn_mr_cache_create_1_0;
+
+struct umn_mr_cache *umn_mr_cache_create_1_1(struct ibv_pd *pd,
+					     const struct umn_mr_cache_attr *attr)
+{
+	if (attr && attr->comp_mask) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	return mr_cache_create(pd, attr ? attr->max_entries : 0,
+			       attr ? attr->max_bytes : 0,
+			       attr ? attr->umn : NULL);
+}
+UMN_SYMVER(umn_mr_cache_create_1_1,
+	   "umn_mr_cache_create@@UMMUNOTIFY_VERBS_1.1");
+
+/* What programs built before 1.1 pass. */
+struct umn_mr_cache_attr_1_0 {
+	size_t max_entries;
+	size_t max_bytes;
+	struct umn_attr umn;
+	uint32_t comp_mask;
+};
+
+struct umn_mr_cache *umn_mr_cache_create_1_0(struct ibv_pd *pd,
+					     const struct umn_mr_cache_attr *attr)
+{
+	const struct umn_mr_cache_attr_1_0 *old = (const void *)attr;
+
+	if (old && old->comp_mask) {
+		errno = EINVAL;
+		return NULL;
+	}
+	return mr_cache_create(pd, old ? old->max_entries : 0,
+			       old ? old->max_bytes : 0,
+			       old ? &old->umn : NULL);
+}
+UMN_SYMVER(umn_mr_cache_create_1_0,
+	   "umn_mr_cache_create@UMMUNOTIFY_VERBS_1.0");
 
 int umn_mr_cache_destroy(struct umn_mr_cache *c)
 {
@@ -251,19 +300,37 @@ void umn_mr_put(struct umn_mr_ref *ref)
 	umn_cache_put(r->sub->cache, e);
 }
 
-void umn_mr_cache_stats(struct umn_mr_cache *c, struct umn_cache_stats *stats)
+/*
+ * Each access value's counters, as many as @size holds, summed.  0 or
+ * an errno value.
+ */
+int umn_mr_cache_query_stats(struct umn_mr_cache *c,
+			     struct umn_cache_stats *stats, size_t size)
 {
-	struct umn_cache_stats one;
-	const uint64_t *from = (const uint64_t *)&one;
-	uint64_t *to = (uint64_t *)stats;
+	uint64_t *one, *sum = (uint64_t *)stats;
 	struct mr_sub *s;
+	int ret = 0;
 	size_t i;
 
-	_Static_assert(sizeof(one) % sizeof(*to) == 0, "all counters");
-	memset(stats, 0, sizeof(*stats));
+	/* umn_cache_query_stats()'s rule, also when no cache exists yet. */
+	if (size < UMN_CACHE_STATS_SIZE_1_0 || size % sizeof(*one))
+		return EINVAL;
+	one = malloc(size);
+	if (!one)
+		return ENOMEM;
+	memset(stats, 0, size);
 	for (s = __atomic_load_n(&c->subs, __ATOMIC_ACQUIRE); s; s = s->next) {
-		umn_cache_stats(s->cache, &one);
-		for (i = 0; i < sizeof(one) / sizeof(*to); i++)
-			to[i] += from[i];
+		ret = -umn_cache_query_stats(s->cache, (void *)one, size);
+		if (ret)
+			break;
+		for (i = 0; i < size / sizeof(*one); i++)
+			sum[i] += one[i];
 	}
+	free(one);
+	return ret;
+}
+
+void umn_mr_cache_stats(struct umn_mr_cache *c, struct umn_cache_stats *stats)
+{
+	umn_mr_cache_query_stats(c, stats, UMN_CACHE_STATS_SIZE_1_0);
 }

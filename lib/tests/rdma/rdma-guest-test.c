@@ -331,7 +331,8 @@ struct mode {
 
 static void scenario_remap(const struct mode *mode)
 {
-	struct umn_mr_cache_attr attr = { .umn.flags = mode->flags };
+	struct umn_attr umn = { .flags = mode->flags };
+	struct umn_mr_cache_attr attr = { .umn = &umn };
 	char *seen, name[160];
 	struct umn_cache_stats stats;
 	struct umn_mr_cache *c;
@@ -483,7 +484,8 @@ static void scenario_access(void)
  */
 static void scenario_fork(const struct mode *mode)
 {
-	struct umn_mr_cache_attr attr = { .umn.flags = mode->flags };
+	struct umn_attr umn = { .flags = mode->flags };
+	struct umn_mr_cache_attr attr = { .umn = &umn };
 	char name[160];
 	char *seen, *buf = map_filled(NULL, 'F');
 	struct umn_cache_stats stats;

@@ -26,14 +26,17 @@ struct umn_mr_cache;
 /* One use of a cached MR, given back with umn_mr_put(). */
 struct umn_mr_ref;
 
-/* umn_mr_cache_create() settings; a NULL attr means all defaults. */
+/*
+ * umn_mr_cache_create() settings; a NULL attr means all defaults.  As
+ * of 1.1: comp_mask first, and the umn_open() settings by pointer, so
+ * that each structure can grow at its end (see struct umn_attr).
+ */
 struct umn_mr_cache_attr {
+	uint32_t comp_mask;	/* 0 */
 	size_t max_entries;	/* MRs kept per access value; 0: no limit */
 	size_t max_bytes;	/* bytes kept per access value; 0: no limit */
-	struct umn_attr umn;	/* how /dev/ummunotify is opened; zeroes:
-				 * the defaults (see umn_open(3)) */
-	uint32_t comp_mask;	/* 0; a field added after it comes with a
-				 * bit here */
+	const struct umn_attr *umn; /* how /dev/ummunotify is opened; NULL:
+				     * the defaults (see umn_open(3)) */
 };
 
 struct umn_mr_cache *umn_mr_cache_create(struct ibv_pd *pd,
@@ -45,8 +48,12 @@ struct ibv_mr *umn_reg_mr_cached(struct umn_mr_cache *cache, void *addr,
 				 struct umn_mr_ref **ref);
 void umn_mr_put(struct umn_mr_ref *ref);
 
+/* The thirteen counters of 1.0, summed over the cache's access values. */
 void umn_mr_cache_stats(struct umn_mr_cache *cache,
 			struct umn_cache_stats *stats);
+/* Every counter, as umn_cache_query_stats(3) fills them.  Added in 1.1. */
+int umn_mr_cache_query_stats(struct umn_mr_cache *cache,
+			     struct umn_cache_stats *stats, size_t size);
 
 #ifdef __cplusplus
 }
