@@ -44,10 +44,11 @@ struct umn;
 /*
  * The structures a program passes in end with comp_mask: 0, or the bits
  * of the fields added after it that the program set.  A library that
- * does not know a bit refuses the call (-EOPNOTSUPP) rather than ignore
- * a setting; one that knows it never reads past what the bits say, so a
- * program built against an older header keeps working.  None has a bit
- * yet: comp_mask is where growth begins (1.3).
+ * does not know a bit refuses the call (-EINVAL, as rdma-core does)
+ * rather than ignore a setting; one that knows it reads a field added
+ * later only under its bit, so a program built against an older header
+ * keeps working.  None has a bit yet: comp_mask is where growth begins
+ * (1.3).  Zero the whole structure, then set fields.
  */
 
 /* umn_open() settings; a NULL attr or a 0 field means the default. */
@@ -56,7 +57,10 @@ struct umn_attr {
 	uint32_t max_watches;	/* watches at once (default 4096) */
 	uint32_t ring_entries;	/* events the kernel can queue (power of two,
 				 * default 4096) */
-	uint32_t comp_mask;	/* 0 (before 1.3 "reserved", which had to be) */
+	union {
+		uint32_t comp_mask;	/* 0 */
+		uint32_t reserved;	/* its name before 1.3 */
+	};
 };
 
 /* What the kernel grants; umn_features().  0: the 2010 ABI. */
@@ -246,9 +250,9 @@ struct umn_cache_attr {
 	 */
 	void (*forget)(void *arg, void *addr, size_t len, void *handle);
 	/*
-	 * 0 (see struct umn_attr).  Added in 1.3: a program built against
-	 * an older header calls the umn_cache_create() of 1.0, which reads
-	 * nothing past forget.
+	 * 0 (see above).  Added in 1.3: a program built against an older
+	 * header calls the umn_cache_create() of 1.0, which reads nothing
+	 * past forget.
 	 */
 	uint32_t comp_mask;
 };
@@ -288,8 +292,8 @@ void umn_cache_stats(struct umn_cache *c, struct umn_cache_stats *stats);
 #define UMN_CACHE_STATS_SIZE_1_0	104	/* their bytes */
 /*
  * @size is sizeof(*stats) as the caller's header has it: the counters
- * the library keeps that fit, zeroes for those it does not keep.  Added
- * in 1.3.
+ * the library keeps that fit, zeroes for those it does not keep.
+ * Returns the bytes it filled with counters it keeps.  Added in 1.3.
  */
 int umn_cache_query_stats(struct umn_cache *c, struct umn_cache_stats *stats,
 			  size_t size);

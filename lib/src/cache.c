@@ -1001,6 +1001,7 @@ int umn_cache_query_stats(struct umn_cache *c, struct umn_cache_stats *stats,
 			  size_t size)
 {
 	struct umn_cache_stats now;
+	size_t kept = sizeof(now);
 	const uint64_t *from = (const uint64_t *)&c->stats;
 	uint64_t *to = (uint64_t *)&now;
 	size_t i;
@@ -1017,10 +1018,12 @@ int umn_cache_query_stats(struct umn_cache *c, struct umn_cache_stats *stats,
 	for_each_entry(c, count_entry, &now);
 	pthread_mutex_unlock(&c->lock);
 	/* A newer caller's counters this library does not keep read 0. */
-	memcpy(stats, &now, size < sizeof(now) ? size : sizeof(now));
 	if (size > sizeof(now))
 		memset((char *)stats + sizeof(now), 0, size - sizeof(now));
-	return 0;
+	else
+		kept = size;
+	memcpy(stats, &now, kept);
+	return kept;
 }
 
 void umn_cache_stats(struct umn_cache *c, struct umn_cache_stats *stats)
@@ -1068,7 +1071,7 @@ int umn_cache_create_1_3(struct umn *u, const struct umn_cache_attr *attr,
 	if (!attr)
 		return -EINVAL;
 	if (attr->comp_mask)
-		return -EOPNOTSUPP;
+		return -EINVAL;
 	return cache_create(u, attr, cp);
 }
 UMN_SYMVER(umn_cache_create_1_3, "umn_cache_create@@UMMUNOTIFY_1.3");

@@ -5,8 +5,9 @@
 # through pkg-config, the installed header and the versioned soname.
 # Also: the shared library exports exactly libummunotify.map's symbols, each
 # at the version node the map puts it in, and the static one the same
-# symbols; the shared library is installed 0644; the header's LIBUMMUNOTIFY_VERSION is
-# pkg-config's version; every function has a man page; without the device
+# symbols, and a shared object can take it in; the shared library is
+# installed 0644; the header's LIBUMMUNOTIFY_VERSION is pkg-config's
+# version; every function has a man page; without the device
 # (hidden, if this host has it), umn_open() says ENODEV.
 #
 # Usage: tests/installed.sh BUILD_DIR
@@ -76,4 +77,11 @@ ${CC:-cc} -static -o "$build/consumer-static" "$build/consumer.c" \
 	$(pkg-config --static --cflags libummunotify) \
 	"$root/lib/libummunotify.a" -pthread
 without_device "$build/consumer-static"
+# A shared object may take the archive in (a plugin that bundles it):
+# no symbol versions in the archive, which its version script lacks.
+# shellcheck disable=SC2046 # word splitting of pkg-config output wanted
+${CC:-cc} -shared -fPIC -o "$build/consumer.so" "$build/consumer.c" \
+	$(pkg-config --static --cflags libummunotify) \
+	"$root/lib/libummunotify.a" -pthread ||
+	fail "libummunotify.a cannot be linked into a shared object"
 echo "installed.sh: ok"

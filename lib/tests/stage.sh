@@ -56,9 +56,7 @@ exports() {
 	[ "$have" = "$versioned" ] ||
 		fail "${1##*/}'s exported symbols differ from ${3##*/}: $have"
 	[ -n "$2" ] || return 0
-	# Where a function has versions, a static link takes NAME@@VERSION.
-	have=$(nm -g --defined-only "$2" |
-		awk 'NF == 3 { sub(/@@.*/, "", $3); print $3 }' | sort)
+	have=$(nm -g --defined-only "$2" | awk 'NF == 3 { print $3 }' | sort)
 	[ "$have" = "$(echo "$versioned" | sed -n 's/^\(umn[a-z_]*\)@@.*/\1/p')" ] ||
 		fail "${2##*/}'s global symbols differ from ${3##*/}'s umn_ ones: $have"
 }

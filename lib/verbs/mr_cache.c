@@ -18,7 +18,6 @@
 #include <string.h>
 
 #include "ummunotify-verbs.h"
-#include "symver.h"
 
 /* The cache of one access value. */
 struct mr_sub {
@@ -37,8 +36,7 @@ struct mr_reg {
 
 struct umn_mr_cache {
 	struct ibv_pd *pd;
-	size_t max_entries, max_bytes;
-	struct umn_attr umn;
+	struct umn_mr_cache_attr attr;
 	/*
 	 * Opened by umn_mr_cache_create(), so that a missing device fails
 	 * there and not at the first registration; the first cache takes it.
@@ -119,8 +117,8 @@ static int sub_create(struct umn_mr_cache *c, int access, struct mr_sub **sp)
 		.reg = mr_reg,
 		.dereg = mr_dereg,
 		.forget = mr_forget,
-		.max_entries = c->max_entries,
-		.max_bytes = c->max_bytes,
+		.max_entries = c->attr.max_entries,
+		.max_bytes = c->attr.max_bytes,
 	};
 	struct mr_sub *s = calloc(1, sizeof(*s));
 	int ret;
@@ -133,7 +131,7 @@ static int sub_create(struct umn_mr_cache *c, int access, struct mr_sub **sp)
 		s->u = c->spare;
 		c->spare = NULL;
 	} else {
-		ret = umn_open(&s->u, &c->umn);
+		ret = umn_open(&s->u, &c->attr.umn);
 		if (ret)
 			goto err_free;
 	}
@@ -177,16 +175,13 @@ static struct mr_sub *sub_get(struct umn_mr_cache *c, int access)
 	return s;
 }
 
-/* umn_mr_cache_create() of 1.1 and of 1.0: the settings checked. */
-static struct umn_mr_cache *mr_cache_create(struct ibv_pd *pd,
-					    size_t max_entries,
-					    size_t max_bytes,
-					    const struct umn_attr *umn)
+struct umn_mr_cache *umn_mr_cache_create(struct ibv_pd *pd,
+					 const struct umn_mr_cache_attr *attr)
 {
 	struct umn_mr_cache *c;
 	int ret;
 
-	if (!pd) {
+	if (!pd || (attr && attr->comp_mask)) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -194,11 +189,9 @@ static struct umn_mr_cache *mr_cache_create(struct ibv_pd *pd,
 	if (!c)
 		return NULL;
 	c->pd = pd;
-	c->max_entries = max_entries;
-	c->max_bytes = max_bytes;
-	if (umn)
-		c->umn = *umn;
-	ret = umn_open(&c->spare, &c->umn);
+	if (attr)
+		c->attr = *attr;
+	ret = umn_open(&c->spare, &c->attr.umn);
 	if (ret) {
 		free(c);
 		errno = -ret;
@@ -207,48 +200,6 @@ static struct umn_mr_cache *mr_cache_create(struct ibv_pd *pd,
 	pthread_mutex_init(&c->lock, NULL);
 	return c;
 }
-
-/* Both are umn_mr_cache_create(): the one of 1.1, and the one of 1.0. */
-__typeof__(umn_mr_cache_create) umn_mr_cache_create_1_1,
-	umn_mr_cache_create_1_0;
-
-struct umn_mr_cache *umn_mr_cache_create_1_1(struct ibv_pd *pd,
-					     const struct umn_mr_cache_attr *attr)
-{
-	if (attr && attr->comp_mask) {
-		errno = EOPNOTSUPP;
-		return NULL;
-	}
-	return mr_cache_create(pd, attr ? attr->max_entries : 0,
-			       attr ? attr->max_bytes : 0,
-			       attr ? attr->umn : NULL);
-}
-UMN_SYMVER(umn_mr_cache_create_1_1,
-	   "umn_mr_cache_create@@UMMUNOTIFY_VERBS_1.1");
-
-/* What programs built before 1.1 pass. */
-struct umn_mr_cache_attr_1_0 {
-	size_t max_entries;
-	size_t max_bytes;
-	struct umn_attr umn;
-	uint32_t comp_mask;
-};
-
-struct umn_mr_cache *umn_mr_cache_create_1_0(struct ibv_pd *pd,
-					     const struct umn_mr_cache_attr *attr)
-{
-	const struct umn_mr_cache_attr_1_0 *old = (const void *)attr;
-
-	if (old && old->comp_mask) {
-		errno = EINVAL;
-		return NULL;
-	}
-	return mr_cache_create(pd, old ? old->max_entries : 0,
-			       old ? old->max_bytes : 0,
-			       old ? &old->umn : NULL);
-}
-UMN_SYMVER(umn_mr_cache_create_1_0,
-	   "umn_mr_cache_create@UMMUNOTIFY_VERBS_1.0");
 
 int umn_mr_cache_destroy(struct umn_mr_cache *c)
 {
@@ -307,7 +258,8 @@ void umn_mr_put(struct umn_mr_ref *ref)
 int umn_mr_cache_query_stats(struct umn_mr_cache *c,
 			     struct umn_cache_stats *stats, size_t size)
 {
-	uint64_t *one, *sum = (uint64_t *)stats;
+	struct umn_cache_stats buf;
+	uint64_t *one = (uint64_t *)&buf, *sum = (uint64_t *)stats;
 	struct mr_sub *s;
 	int ret = 0;
 	size_t i;
@@ -315,18 +267,28 @@ int umn_mr_cache_query_stats(struct umn_mr_cache *c,
 	/* umn_cache_query_stats()'s rule, also when no cache exists yet. */
 	if (size < UMN_CACHE_STATS_SIZE_1_0 || size % sizeof(*one))
 		return EINVAL;
-	one = malloc(size);
-	if (!one)
-		return ENOMEM;
+	/*
+	 * The heap only for a caller with more counters than this header
+	 * has: umn_mr_cache_stats(), and so umn_mr_cache_destroy(), cannot
+	 * fail.
+	 */
+	if (size > sizeof(buf)) {
+		one = malloc(size);
+		if (!one)
+			return ENOMEM;
+	}
 	memset(stats, 0, size);
 	for (s = __atomic_load_n(&c->subs, __ATOMIC_ACQUIRE); s; s = s->next) {
-		ret = -umn_cache_query_stats(s->cache, (void *)one, size);
-		if (ret)
+		/* Cannot fail: the size is checked above. */
+		ret = umn_cache_query_stats(s->cache, (void *)one, size);
+		if (ret < 0)
 			break;
+		ret = 0;
 		for (i = 0; i < size / sizeof(*one); i++)
 			sum[i] += one[i];
 	}
-	free(one);
+	if (one != (uint64_t *)&buf)
+		free(one);
 	return ret;
 }
 

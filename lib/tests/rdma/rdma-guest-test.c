@@ -331,8 +331,7 @@ struct mode {
 
 static void scenario_remap(const struct mode *mode)
 {
-	struct umn_attr umn = { .flags = mode->flags };
-	struct umn_mr_cache_attr attr = { .umn = &umn };
+	struct umn_mr_cache_attr attr = { .umn.flags = mode->flags };
 	char *seen, name[160];
 	struct umn_cache_stats stats;
 	struct umn_mr_cache *c;
@@ -484,8 +483,7 @@ static void scenario_access(void)
  */
 static void scenario_fork(const struct mode *mode)
 {
-	struct umn_attr umn = { .flags = mode->flags };
-	struct umn_mr_cache_attr attr = { .umn = &umn };
+	struct umn_mr_cache_attr attr = { .umn.flags = mode->flags };
 	char name[160];
 	char *seen, *buf = map_filled(NULL, 'F');
 	struct umn_cache_stats stats;

@@ -26,17 +26,18 @@ struct umn_mr_cache;
 /* One use of a cached MR, given back with umn_mr_put(). */
 struct umn_mr_ref;
 
-/*
- * umn_mr_cache_create() settings; a NULL attr means all defaults.  As
- * of 1.1: comp_mask first, and the umn_open() settings by pointer, so
- * that each structure can grow at its end (see struct umn_attr).
- */
+/* umn_mr_cache_create() settings; a NULL attr means all defaults. */
 struct umn_mr_cache_attr {
-	uint32_t comp_mask;	/* 0 */
 	size_t max_entries;	/* MRs kept per access value; 0: no limit */
 	size_t max_bytes;	/* bytes kept per access value; 0: no limit */
-	const struct umn_attr *umn; /* how /dev/ummunotify is opened; NULL:
-				     * the defaults (see umn_open(3)) */
+	struct umn_attr umn;	/* how /dev/ummunotify is opened; zeroes:
+				 * the defaults (see umn_open(3)) */
+	/*
+	 * 0; a field added after it comes with a bit here (see struct
+	 * umn_attr).  umn cannot grow in place: settings umn_open() gains
+	 * later come after comp_mask, under a bit.
+	 */
+	uint32_t comp_mask;
 };
 
 struct umn_mr_cache *umn_mr_cache_create(struct ibv_pd *pd,
