@@ -24,7 +24,7 @@ extern "C" {
  * what 1.1 adds.  The Makefile takes the library's version from here.
  */
 #define LIBUMMUNOTIFY_VERSION_MAJOR	1
-#define LIBUMMUNOTIFY_VERSION_MINOR	2
+#define LIBUMMUNOTIFY_VERSION_MINOR	3
 #define LIBUMMUNOTIFY_VERSION_PATCH	0
 #define LIBUMMUNOTIFY_VERSION_CODE(major, minor, patch) \
 	(((major) << 16) | ((minor) << 8) | (patch))
@@ -41,13 +41,26 @@ struct umn;
 #define UMN_OPEN_WATCH_ALL	(1U << 1) /* one watch of the whole address
 					   * space: umn_watch_all() */
 
+/*
+ * The structures a program passes in end with comp_mask: 0, or the bits
+ * of the fields added after it that the program set.  A library that
+ * does not know a bit refuses the call (-EINVAL, as rdma-core does)
+ * rather than ignore a setting; one that knows it reads a field added
+ * later only under its bit, so a program built against an older header
+ * keeps working.  None has a bit yet: comp_mask is where growth begins
+ * (1.3).  Zero the whole structure, then set fields.
+ */
+
 /* umn_open() settings; a NULL attr or a 0 field means the default. */
 struct umn_attr {
 	uint32_t flags;		/* UMN_OPEN_* */
 	uint32_t max_watches;	/* watches at once (default 4096) */
 	uint32_t ring_entries;	/* events the kernel can queue (power of two,
 				 * default 4096) */
-	uint32_t reserved;	/* must be 0 */
+	union {
+		uint32_t comp_mask;	/* 0 */
+		uint32_t reserved;	/* its name before 1.3 */
+	};
 };
 
 /* What the kernel grants; umn_features().  0: the 2010 ABI. */
@@ -236,8 +249,19 @@ struct umn_cache_attr {
 	 * reg() allocated, touch no device.  NULL: nothing is called.
 	 */
 	void (*forget)(void *arg, void *addr, size_t len, void *handle);
+	/*
+	 * 0 (see above).  Added in 1.3: a program built against an older
+	 * header calls the umn_cache_create() of 1.0, which reads nothing
+	 * past forget.
+	 */
+	uint32_t comp_mask;
 };
 
+/*
+ * Counters only, each 64 bits, in this order: a counter is added at the
+ * end, and umn_cache_query_stats() fills as many as the caller's struct
+ * has room for.
+ */
 struct umn_cache_stats {
 	uint64_t hits;			/* umn_cache_get() served from the cache */
 	uint64_t misses;		/* umn_cache_get() that registered */
@@ -263,7 +287,16 @@ int umn_cache_get(struct umn_cache *c, const void *addr, size_t len,
 void umn_cache_put(struct umn_cache *c, struct umn_cache_entry *e);
 int umn_cache_drain(struct umn_cache *c);
 void umn_cache_flush(struct umn_cache *c);
+/* The thirteen counters of 1.0: umn_cache_query_stats() fills them all. */
 void umn_cache_stats(struct umn_cache *c, struct umn_cache_stats *stats);
+#define UMN_CACHE_STATS_SIZE_1_0	104	/* their bytes */
+/*
+ * @size is sizeof(*stats) as the caller's header has it: the counters
+ * the library keeps that fit, zeroes for those it does not keep.
+ * Returns the bytes it filled with counters it keeps.  Added in 1.3.
+ */
+int umn_cache_query_stats(struct umn_cache *c, struct umn_cache_stats *stats,
+			  size_t size);
 
 #ifdef __cplusplus
 }

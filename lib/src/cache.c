@@ -79,12 +79,15 @@
 #include <errno.h>
 #include <limits.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
 #include "itree.h"
+#include "symver.h"
 
 #define ENTRY_RETIRED		(1ULL << 63)
 #define ENTRY_USERS		(ENTRY_RETIRED - 1)
@@ -990,31 +993,52 @@ static void count_entry(struct umn_entry *e, void *arg)
 		stats->in_use++;
 }
 
-void umn_cache_stats(struct umn_cache *c, struct umn_cache_stats *stats)
+_Static_assert(UMN_CACHE_STATS_SIZE_1_0 ==
+	       offsetof(struct umn_cache_stats, in_use) + sizeof(uint64_t),
+	       "the counters of 1.0 end with in_use");
+
+int umn_cache_query_stats(struct umn_cache *c, struct umn_cache_stats *stats,
+			  size_t size)
 {
+	struct umn_cache_stats now;
+	size_t kept = sizeof(now);
 	const uint64_t *from = (const uint64_t *)&c->stats;
-	uint64_t *to = (uint64_t *)stats;
+	uint64_t *to = (uint64_t *)&now;
 	size_t i;
 
-	_Static_assert(sizeof(*stats) % sizeof(*to) == 0, "all counters");
+	_Static_assert(sizeof(now) % sizeof(*to) == 0, "all counters");
+	if (size < UMN_CACHE_STATS_SIZE_1_0 || size % sizeof(*to))
+		return -EINVAL;
 	pthread_mutex_lock(&c->lock);
-	for (i = 0; i < sizeof(*stats) / sizeof(*to); i++)
+	for (i = 0; i < sizeof(now) / sizeof(*to); i++)
 		to[i] = READ_ONCE(from[i]);
-	stats->entries = c->nr_entries;
-	stats->bytes = c->nr_bytes;
-	stats->in_use = 0;
-	for_each_entry(c, count_entry, stats);
+	now.entries = c->nr_entries;
+	now.bytes = c->nr_bytes;
+	now.in_use = 0;
+	for_each_entry(c, count_entry, &now);
 	pthread_mutex_unlock(&c->lock);
+	/* A newer caller's counters this library does not keep read 0. */
+	if (size > sizeof(now))
+		memset((char *)stats + sizeof(now), 0, size - sizeof(now));
+	else
+		kept = size;
+	memcpy(stats, &now, kept);
+	return kept;
 }
 
-int umn_cache_create(struct umn *u, const struct umn_cache_attr *attr,
-		     struct umn_cache **cp)
+void umn_cache_stats(struct umn_cache *c, struct umn_cache_stats *stats)
+{
+	umn_cache_query_stats(c, stats, UMN_CACHE_STATS_SIZE_1_0);
+}
+
+/* umn_cache_create() of 1.3 and of 1.0: @attr is whole. */
+static int cache_create(struct umn *u, const struct umn_cache_attr *attr,
+			struct umn_cache **cp)
 {
 	struct umn_cache *c;
 	int ret;
 
-	if (!attr || !attr->reg || !attr->dereg ||
-	    attr->align & (attr->align - 1))
+	if (!attr->reg || !attr->dereg || attr->align & (attr->align - 1))
 		return -EINVAL;
 	c = calloc(1, sizeof(*c));
 	if (!c)
@@ -1037,6 +1061,33 @@ int umn_cache_create(struct umn *u, const struct umn_cache_attr *attr,
 	*cp = c;
 	return 0;
 }
+
+/* Both are umn_cache_create(): the one of 1.3, and the one of 1.0. */
+__typeof__(umn_cache_create) umn_cache_create_1_3, umn_cache_create_1_0;
+
+int umn_cache_create_1_3(struct umn *u, const struct umn_cache_attr *attr,
+			 struct umn_cache **cp)
+{
+	if (!attr)
+		return -EINVAL;
+	if (attr->comp_mask)
+		return -EINVAL;
+	return cache_create(u, attr, cp);
+}
+UMN_SYMVER(umn_cache_create_1_3, "umn_cache_create@@UMMUNOTIFY_1.3");
+
+/* For programs built before 1.3: their attr ends at forget. */
+int umn_cache_create_1_0(struct umn *u, const struct umn_cache_attr *attr,
+			 struct umn_cache **cp)
+{
+	struct umn_cache_attr whole = { 0 };
+
+	if (!attr)
+		return -EINVAL;
+	memcpy(&whole, attr, offsetof(struct umn_cache_attr, comp_mask));
+	return cache_create(u, &whole, cp);
+}
+UMN_SYMVER(umn_cache_create_1_0, "umn_cache_create@UMMUNOTIFY_1.0");
 
 static void check_busy(struct umn_entry *e, void *arg)
 {

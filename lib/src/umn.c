@@ -276,7 +276,7 @@ static int umn_open_common(struct umn **up, const struct umn_attr *attr,
 	struct umn *u;
 	int ret;
 
-	if (attr && (attr->reserved ||
+	if (attr && (attr->comp_mask ||
 		     attr->flags & ~(UMN_OPEN_LEGACY | UMN_OPEN_WATCH_ALL) ||
 		     (attr->ring_entries & (attr->ring_entries - 1))))
 		return -EINVAL;

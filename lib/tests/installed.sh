@@ -5,8 +5,9 @@
 # through pkg-config, the installed header and the versioned soname.
 # Also: the shared library exports exactly libummunotify.map's symbols, each
 # at the version node the map puts it in, and the static one the same
-# symbols; the shared library is installed 0644; the header's LIBUMMUNOTIFY_VERSION is
-# pkg-config's version; every function has a man page; without the device
+# symbols, and a shared object can take it in; a program built before 1.3
+# keeps its umn_cache_create(); the shared library is installed 0644; the header's LIBUMMUNOTIFY_VERSION is pkg-config's
+# version; every function has a man page; without the device
 # (hidden, if this host has it), umn_open() says ENODEV.
 #
 # Usage: tests/installed.sh BUILD_DIR
@@ -76,4 +77,61 @@ ${CC:-cc} -static -o "$build/consumer-static" "$build/consumer.c" \
 	$(pkg-config --static --cflags libummunotify) \
 	"$root/lib/libummunotify.a" -pthread
 without_device "$build/consumer-static"
+# A program built before 1.3 keeps its umn_cache_create(), which reads
+# its attr, 56 bytes, and not a byte more: here the attr ends where a
+# page no access is allowed to begins.
+cat >"$build/consumer-1.0.c" <<'C'
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <ummunotify.h>
+
+/* struct umn_cache_attr as the 1.0 header had it. */
+struct attr_1_0 {
+	int (*reg)(void *arg, void *addr, size_t len, void **handle);
+	void (*dereg)(void *arg, void *addr, size_t len, void *handle);
+	void *arg;
+	size_t max_entries, max_bytes, align;
+	void (*forget)(void *arg, void *addr, size_t len, void *handle);
+};
+
+int create_1_0(struct umn *u, const struct attr_1_0 *attr,
+	       struct umn_cache **c);
+__asm__(".symver create_1_0, umn_cache_create@UMMUNOTIFY_1.0");
+
+int main(void)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	struct umn_cache *c;
+	struct attr_1_0 *attr;
+	char *p = mmap(NULL, 2 * page, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	int ret;
+
+	if (p == MAP_FAILED || mprotect(p + page, page, PROT_NONE))
+		return 2;
+	attr = (struct attr_1_0 *)(p + page - sizeof(*attr));
+	/* No reg(): refused once read, before any handle is used. */
+	ret = create_1_0(NULL, attr, &c);
+	if (ret != -EINVAL) {
+		printf("installed.sh: umn_cache_create@UMMUNOTIFY_1.0: %d, not -EINVAL\n",
+		       ret);
+		return 1;
+	}
+	return 0;
+}
+C
+client "$build/consumer-1.0" "$build/consumer-1.0.c" libummunotify
+"$build/consumer-1.0" ||
+	fail "umn_cache_create@UMMUNOTIFY_1.0 reads past a 1.0 attr (or fails)"
+# A shared object may take the archive in (a plugin that bundles it):
+# no symbol versions in the archive, which its version script lacks.
+# shellcheck disable=SC2046 # word splitting of pkg-config output wanted
+${CC:-cc} -shared -fPIC -o "$build/consumer.so" "$build/consumer.c" \
+	$(pkg-config --static --cflags libummunotify) \
+	"$root/lib/libummunotify.a" -pthread ||
+	fail "libummunotify.a cannot be linked into a shared object"
 echo "installed.sh: ok"

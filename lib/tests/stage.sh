@@ -10,8 +10,9 @@
 #                              points pkg-config, the linker and the loader
 #                              at it
 #   exports SO ARCHIVE MAP     SO exports exactly MAP's symbols, each at its
-#                              version node; ARCHIVE (unless "") defines
-#                              MAP's umn_* ones and no other global symbol
+#                              version nodes (the newest the default);
+#                              ARCHIVE (unless "") defines MAP's umn_* ones
+#                              and no other global symbol
 #   installed_0644 FILE        FILE (a shared library) is installed 0644
 #   man_pages SECTION NAME...  each NAME has a man page in SECTION
 #   client OUT SRC MODULE...   SRC built, warning-free, against the
@@ -40,8 +41,16 @@ stage() {
 }
 
 exports() {
+	# A name in several nodes has its newest as the default (@@), and
+	# keeps the older ones for the programs built against them (@).
 	versioned=$(awk '/^[A-Z][A-Z0-9_.]* {/ { node = $1 }
-		/^[[:space:]]*[a-z][a-z_]*;$/ { sub(/;/, ""); print $1 "@@" node }' \
+		/^[[:space:]]*[a-z][a-z_]*;$/ {
+			sub(/;/, "")
+			if ($1 in newest)
+				print $1 "@" newest[$1]
+			newest[$1] = node
+		}
+		END { for (name in newest) print name "@@" newest[name] }' \
 		"$3" | sort)
 	have=$(nm -D --defined-only "$1" | awk '$2 == "T" { print $3 }' | sort)
 	[ "$have" = "$versioned" ] ||

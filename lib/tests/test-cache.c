@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -817,6 +818,70 @@ static void property_run(unsigned int ops)
 	teardown();
 }
 
+/* The umn_cache_create() of 1.0, as programs built before 1.3 call it. */
+int umn_cache_create_old(struct umn *u, const void *attr,
+			 struct umn_cache **c);
+__asm__(".symver umn_cache_create_old, umn_cache_create@UMMUNOTIFY_1.0");
+
+/*
+ * comp_mask: a bit this library does not know is refused; the 1.0 entry
+ * reads nothing past forget, however the bytes after it read.
+ */
+static void test_attr_comp_mask_and_the_1_0_entry(void)
+{
+	struct umn_cache_attr attr = {
+		.reg = model_reg, .dereg = model_dereg, .arg = &regs,
+		.comp_mask = 1,
+	};
+	struct {
+		char old[offsetof(struct umn_cache_attr, comp_mask)];
+		uint32_t after;
+	} old = { .after = ~0U };
+
+	CHECK_EQ(double_open(&umn, NULL, &dbl), 0);
+	CHECK_EQ(umn_cache_create(umn, &attr, &cache), -EINVAL);
+	attr.comp_mask = 0;
+	memcpy(old.old, &attr, sizeof(old.old));
+	CHECK_EQ(umn_cache_create_old(umn, &old, &cache), 0);
+	CHECK_EQ(umn_cache_destroy(cache), 0);
+	CHECK_EQ(umn_cache_create_old(umn, NULL, &cache), -EINVAL);
+	CHECK_EQ(umn_close(umn), 0);
+	double_free(dbl);
+}
+
+/*
+ * umn_cache_query_stats() fills what the caller's size holds and zeroes
+ * what this library does not keep; umn_cache_stats() the 1.0 counters.
+ */
+static void test_query_stats_fills_what_the_size_holds(void)
+{
+	struct {
+		struct umn_cache_stats s;
+		uint64_t later[2];
+	} big;
+	struct umn_cache_stats s, q;
+
+	setup(0, 0, 0);
+	put(get(0, 1));
+	put(get(0, 1));
+	s = stats();
+	CHECK_EQ(s.hits, 1);
+	CHECK_EQ(s.misses, 1);
+	memset(&q, 0xff, sizeof(q));
+	CHECK_EQ(umn_cache_query_stats(cache, &q, sizeof(q)), (int)sizeof(q));
+	CHECK(!memcmp(&q, &s, sizeof(q)));
+	memset(&big, 0xff, sizeof(big));
+	CHECK_EQ(umn_cache_query_stats(cache, &big.s, sizeof(big)),
+		 (int)sizeof(s));
+	CHECK(!memcmp(&big.s, &s, sizeof(s)));
+	CHECK_EQ(big.later[0], 0);
+	CHECK_EQ(big.later[1], 0);
+	CHECK_EQ(umn_cache_query_stats(cache, &q, UMN_CACHE_STATS_SIZE_1_0 - 8),
+		 -EINVAL);
+	CHECK_EQ(umn_cache_query_stats(cache, &q, sizeof(q) + 4), -EINVAL);
+	teardown();
+}
+
 int main(int argc, char **argv)
 {
 	unsigned int runs = argc > 1 ? atoi(argv[1]) : 300, i;
@@ -839,6 +904,8 @@ int main(int argc, char **argv)
 	test_whole_space_drops_exactly_what_a_change_overlaps();
 	test_whole_space_change_during_registration_is_retried();
 	test_whole_space_overflow_flushes();
+	test_attr_comp_mask_and_the_1_0_entry();
+	test_query_stats_fills_what_the_size_holds();
 	whole = true;
 	test_forked_child_forgets_the_parents_entries();
 	test_pressure_releases_idle_entries_oldest_first();

@@ -253,8 +253,11 @@ static void test_bad_arguments_and_limits(void)
 	struct umn *u = open_double(&d, 2);
 	struct umn_watch w[3];
 	struct umn_attr bad = { .ring_entries = 3 };
+	struct umn_attr later = { .comp_mask = 1 };
 
 	CHECK_EQ(umn_open(&u, &bad), -EINVAL);
+	/* A setting this library does not know is refused, not ignored. */
+	CHECK_EQ(umn_open(&u, &later), -EINVAL);
 	CHECK_EQ(umn_watch(u, A(0), 0, 0, &w[0]), -EINVAL);
 	CHECK_EQ(umn_watch(u, (void *)-4096UL, 8192, 0, &w[0]), -EINVAL);
 	CHECK_EQ(umn_watch(u, A(0), PAGE, 1U << UMN_CAUSE_OVERFLOW, &w[0]),

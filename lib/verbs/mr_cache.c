@@ -251,19 +251,48 @@ void umn_mr_put(struct umn_mr_ref *ref)
 	umn_cache_put(r->sub->cache, e);
 }
 
-void umn_mr_cache_stats(struct umn_mr_cache *c, struct umn_cache_stats *stats)
+/*
+ * Each access value's counters, as many as @size holds, summed.  0 or
+ * an errno value.
+ */
+int umn_mr_cache_query_stats(struct umn_mr_cache *c,
+			     struct umn_cache_stats *stats, size_t size)
 {
-	struct umn_cache_stats one;
-	const uint64_t *from = (const uint64_t *)&one;
-	uint64_t *to = (uint64_t *)stats;
+	struct umn_cache_stats buf;
+	uint64_t *one = (uint64_t *)&buf, *sum = (uint64_t *)stats;
 	struct mr_sub *s;
+	int ret = 0;
 	size_t i;
 
-	_Static_assert(sizeof(one) % sizeof(*to) == 0, "all counters");
-	memset(stats, 0, sizeof(*stats));
-	for (s = __atomic_load_n(&c->subs, __ATOMIC_ACQUIRE); s; s = s->next) {
-		umn_cache_stats(s->cache, &one);
-		for (i = 0; i < sizeof(one) / sizeof(*to); i++)
-			to[i] += from[i];
+	/* umn_cache_query_stats()'s rule, also when no cache exists yet. */
+	if (size < UMN_CACHE_STATS_SIZE_1_0 || size % sizeof(*one))
+		return EINVAL;
+	/*
+	 * The heap only for a caller with more counters than this header
+	 * has: umn_mr_cache_stats(), and so umn_mr_cache_destroy(), cannot
+	 * fail.
+	 */
+	if (size > sizeof(buf)) {
+		one = malloc(size);
+		if (!one)
+			return ENOMEM;
 	}
+	memset(stats, 0, size);
+	for (s = __atomic_load_n(&c->subs, __ATOMIC_ACQUIRE); s; s = s->next) {
+		/* Cannot fail: the size is checked above. */
+		ret = umn_cache_query_stats(s->cache, (void *)one, size);
+		if (ret < 0)
+			break;
+		ret = 0;
+		for (i = 0; i < size / sizeof(*one); i++)
+			sum[i] += one[i];
+	}
+	if (one != (uint64_t *)&buf)
+		free(one);
+	return ret;
+}
+
+void umn_mr_cache_stats(struct umn_mr_cache *c, struct umn_cache_stats *stats)
+{
+	umn_mr_cache_query_stats(c, stats, UMN_CACHE_STATS_SIZE_1_0);
 }

@@ -16,7 +16,7 @@
 HAVE_VERBS	:= $(call have,VERBS,infiniband/verbs.h)
 
 ifeq ($(HAVE_VERBS),y)
-VERBS_VERSION	:= 1.0.0
+VERBS_VERSION	:= 1.1.0
 VERBS_SONAME	:= libummunotify-verbs.so.1
 VERBS_SO	:= $(O)/libummunotify-verbs.so.$(VERBS_VERSION)
 VERBS_LIBS	:= $(VERBS_SO) $(O)/$(VERBS_SONAME) \

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -77,7 +78,10 @@ int __wrap_umn_open(struct umn **u, const struct umn_attr *attr)
 		return ret;
 	}
 	CHECK(nr_doubles < MAX_DOUBLES);
-	return double_open(u, attr, &doubles[nr_doubles++]);
+	ret = double_open(u, attr, &doubles[nr_doubles]);
+	if (!ret)
+		nr_doubles++;
+	return ret;
 }
 
 /* Like an munmap of [start, end), seen by every handle. */
@@ -111,6 +115,11 @@ static void test_create_checks_its_arguments(void)
 	CHECK(!umn_mr_cache_create(NULL, NULL) && errno == EINVAL);
 	errno = 0;
 	CHECK(!umn_mr_cache_create(pd, &attr) && errno == EINVAL);
+	/* umn_open() refuses the settings: nothing is left behind. */
+	attr = (struct umn_mr_cache_attr){ .umn.ring_entries = 3 };
+	errno = 0;
+	CHECK(!umn_mr_cache_create(pd, &attr) && errno == EINVAL);
+	CHECK_EQ(nr_doubles, 0);
 	fail_open = -ENODEV;
 	errno = 0;
 	CHECK(!umn_mr_cache_create(pd, NULL) && errno == ENODEV);
@@ -138,6 +147,10 @@ static void test_access_flags_must_match_exactly(void)
 	struct umn_mr_ref *local_ref, *remote_ref, *ref;
 	struct ibv_mr *local, *remote;
 	struct umn_cache_stats s;
+	struct {
+		struct umn_cache_stats s;
+		uint64_t later;
+	} big;
 
 	CHECK(c);
 	local = umn_reg_mr_cached(c, A(1), PAGE, LOCAL, &local_ref);
@@ -160,6 +173,12 @@ static void test_access_flags_must_match_exactly(void)
 	CHECK_EQ(s.entries, 2);
 	CHECK_EQ(s.registrations, 2);
 	CHECK_EQ(s.bytes, 2 * PAGE);
+	/* All of them, and zeroes for those this library does not keep. */
+	memset(&big, 0xff, sizeof(big));
+	CHECK_EQ(umn_mr_cache_query_stats(c, &big.s, sizeof(big)), 0);
+	CHECK(!memcmp(&big.s, &s, sizeof(s)));
+	CHECK_EQ(big.later, 0);
+	CHECK_EQ(umn_mr_cache_query_stats(c, &big.s, sizeof(s) - 8), EINVAL);
 	destroy(c);
 }
 

@@ -32,8 +32,12 @@ struct umn_mr_cache_attr {
 	size_t max_bytes;	/* bytes kept per access value; 0: no limit */
 	struct umn_attr umn;	/* how /dev/ummunotify is opened; zeroes:
 				 * the defaults (see umn_open(3)) */
-	uint32_t comp_mask;	/* 0; a field added after it comes with a
-				 * bit here */
+	/*
+	 * 0; a field added after it comes with a bit here (see struct
+	 * umn_attr).  umn cannot grow in place: settings umn_open() gains
+	 * later come after comp_mask, under a bit.
+	 */
+	uint32_t comp_mask;
 };
 
 struct umn_mr_cache *umn_mr_cache_create(struct ibv_pd *pd,
@@ -45,8 +49,12 @@ struct ibv_mr *umn_reg_mr_cached(struct umn_mr_cache *cache, void *addr,
 				 struct umn_mr_ref **ref);
 void umn_mr_put(struct umn_mr_ref *ref);
 
+/* The thirteen counters of 1.0, summed over the cache's access values. */
 void umn_mr_cache_stats(struct umn_mr_cache *cache,
 			struct umn_cache_stats *stats);
+/* Every counter, as umn_cache_query_stats(3) fills them.  Added in 1.1. */
+int umn_mr_cache_query_stats(struct umn_mr_cache *cache,
+			     struct umn_cache_stats *stats, size_t size);
 
 #ifdef __cplusplus
 }
