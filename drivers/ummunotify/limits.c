@@ -6,7 +6,7 @@
  * and pages of memory.  A user is a uid in a user namespace, as inotify
  * counts them: a container's uid 0 is not root.  The opener's user is
  * charged for the life of the file, whoever the descriptor is passed to,
- * and so is whoever answers for the namespace (see umn_user_lookup());
+ * and so is whoever answers for the namespace (see umn_user_above());
  * the teardowns of files closed last elsewhere run one at a time, those
  * of each user of the initial namespace, and of each namespace root
  * made, apart.
@@ -90,7 +90,7 @@ MODULE_PARM_DESC(max_ns_pages, "Maximum number of pages of all the files opened 
  * hold
  * @node:	in umn_users, under umn_users_lock
  * @ns:		the user namespace, held
- * @uid:	the user; INVALID_UID for all of @ns (see umn_user_lookup())
+ * @uid:	the user; INVALID_UID for all of @ns (see umn_user_above())
  * @parent:	charged for all this one is, or NULL
  * @refs:	files charged to it, and users whose @parent it is; under
  *		umn_users_lock
@@ -258,7 +258,7 @@ static unsigned int umn_user_missing(struct user_namespace *ns, kuid_t uid)
  * umn_user_above()) as its @parent and up.  Those missing are made from
  * *@spares, a list through ->parent, which umn_user_missing() sized
  * under the same hold of umn_users_lock.  Recurses once a level: user
- * namespaces nest 32 deep at most.
+ * namespaces nest 33 levels below the initial one at most.
  */
 static struct umn_user *umn_user_lookup(struct user_namespace *ns,
 					kuid_t uid, struct umn_user **spares)

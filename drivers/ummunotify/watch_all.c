@@ -24,9 +24,12 @@
  * (invalidate_range_end), the exit (release).  The ioctls take it to put
  * a watch in the tree or take it out.  Nothing sleeps, allocates or
  * touches user memory under it, so the callbacks never sleep, whether
- * mmu_notifier_range_blockable() or not, and whoever takes it waits for
- * at most one callback's walk, never for the address space's
- * invalidations to end.  The lock is the only pairing needed:
+ * mmu_notifier_range_blockable() or not (on PREEMPT_RT, where spinlocks
+ * sleep, one may block behind a walk, as the core's own non-blockable
+ * path does behind its spinlock: no holder waits for memory), and
+ * whoever takes it waits for at most one callback's walk, never for the
+ * address space's invalidations to end.  The lock is the only pairing
+ * needed:
  *
  *  - A watch goes in under the lock, before or after an invalidation's
  *    start.  Before: the start callback finds it in the tree and
@@ -70,11 +73,13 @@
  *
  * A walk that may sleep lets go of the lock now and then (see
  * umn_range_report()): a truncate or an exit over a million watches
- * keeps neither the CPU nor the ioctls.  Not the ioctls on PREEMPT_RT,
- * where spin_is_contended() is always false: there the walk is
- * preemptible anyway, and a waiting ioctl lends it its priority.  One that may not (the OOM
- * reaper's) walks all the watches of the address space it covers, each
- * charged to its opener's max_user_watches.
+ * keeps neither the CPU nor the ioctls.  Not on PREEMPT_RT, where
+ * spin_is_contended() is always false and a task that wants the CPU
+ * preempts the walk where it stands: it never lets go of the lock, and
+ * an ioctl that needs it waits for its end (boosting it only if of an
+ * RT or deadline class).  One that may not sleep (the OOM reaper's)
+ * walks all the watches of the address space it covers, each charged
+ * to its opener's max_user_watches.
  *
  * While more than UMN_IN_FLIGHT invalidations are in flight at once,
  * the hull of the others grows until none of them is: meanwhile a watch
