@@ -511,10 +511,12 @@ static void test_a_failed_thread_drops_every_entry(void)
 }
 
 /*
- * The kernel asks for memory back: the watches least recently found
- * valid are retired, and their ranges notified (libfabric deregisters
- * what relied on them), until they add up to what was asked.  Before,
- * the monitor dropped the request.  Not on the device: see backend.h.
+ * The kernel asks for memory back: the watches not found valid since the
+ * clock's hand last passed are retired, and their ranges notified
+ * (libfabric deregisters what relied on them), until they add up to what
+ * was asked.  New watches count as found valid: the first request only
+ * moves the hand past them.  Before, the monitor dropped the request.
+ * Not on the device: see backend.h.
  */
 static void test_pressure_gives_back_the_coldest_ranges(void)
 {
@@ -526,9 +528,53 @@ static void test_pressure_gives_back_the_coldest_ranges(void)
 	CHECK_EQ(sub(72, 1), 0);
 	CHECK_EQ(sub(74, 1), 0);
 	if (pressure(2 * PAGE)) {
-		WAIT_FOR(stats().pressure > before && stats().watches == 1);
+		WAIT_FOR(stats().pressure > before);
+		CHECK_EQ(stats().watches, 3);
+		CHECK(pressure(2 * PAGE));
+		WAIT_FOR(stats().pressure > before + 1 &&
+			 stats().watches == 1);
 		CHECK_EQ(notified_since(first, 70) + notified_since(first, 72) +
 			 notified_since(first, 74), 2);
+	}
+	stop();
+}
+
+/*
+ * Asked for all it can, the monitor gives back what was not found valid
+ * since the hand last passed, and keeps what is in use: giving that back
+ * would only have it registered, and pinned, again.  The next request
+ * finds it cold unless it was used meanwhile.
+ */
+static void test_pressure_keeps_the_ranges_in_use(void)
+{
+	uint64_t before = stats().pressure;
+	unsigned int first = notified_count();
+
+	CHECK_EQ(m->export_ops->start(m), 0);
+	CHECK_EQ(sub(80, 1), 0);
+	CHECK_EQ(sub(82, 1), 0);
+	CHECK_EQ(sub(84, 1), 0);
+	if (pressure(0)) {
+		/* The hand passes the new watches. */
+		WAIT_FOR(stats().pressure > before);
+		CHECK_EQ(stats().watches, 3);
+		before++;
+		/* A hit: found valid. */
+		CHECK(valid(82, 1));
+		CHECK(pressure(0));
+		WAIT_FOR(stats().pressure > before && stats().watches == 1);
+		CHECK_EQ(notified_since(first, 80), 1);
+		CHECK_EQ(notified_since(first, 82), 0);
+		CHECK_EQ(notified_since(first, 84), 1);
+		CHECK(valid(82, 1));
+		/* Found valid since: it stays again. */
+		CHECK(pressure(0));
+		WAIT_FOR(stats().pressure > before + 1);
+		CHECK_EQ(stats().watches, 1);
+		/* Cold now. */
+		CHECK(pressure(0));
+		WAIT_FOR(stats().pressure > before + 2 && stats().watches == 0);
+		CHECK_EQ(notified_since(first, 82), 1);
 	}
 	stop();
 }
@@ -893,6 +939,7 @@ int main(void)
 #endif
 	test_a_failed_thread_drops_every_entry();
 	test_pressure_gives_back_the_coldest_ranges();
+	test_pressure_keeps_the_ranges_in_use();
 	test_a_thread_that_cannot_start_fails_start();
 #ifndef __SANITIZE_THREAD__
 	test_fork_during_notify();
