@@ -19,7 +19,8 @@
  * entry relies on the watch its subscribe() found live and valid, and a
  * watch leaves the index only after notify() of its range has dropped the
  * entries that rely on it.  A watch that fired, or one taken back for room
- * (max_watches, or the kernel's limits), is first retired: no subscribe()
+ * (max_watches, or the kernel's limits) or for memory (the kernel's
+ * pressure requests), is first retired: no subscribe()
  * attaches to it any more (those fail, and libfabric keeps the
  * registration uncached), the thread passes its range to notify(), and
  * only then unwatches it.  Until then valid() reads the kernel's word,
@@ -337,10 +338,11 @@ static void give_back(uint64_t bytes)
 	uint64_t given = 0, steps = 0;
 	struct mon_watch *mw;
 
-	stat_add(pressure, 1);
 	while ((!bytes || given < bytes) &&
 	       (mw = clock_retire(&steps, mon.max)))
 		given += mw->len;
+	/* Once done, under the lock still: counted means handled. */
+	stat_add(pressure, 1);
 }
 
 /* lock held: a new watch of [addr, addr + len). */
