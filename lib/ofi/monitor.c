@@ -19,7 +19,8 @@
  * entry relies on the watch its subscribe() found live and valid, and a
  * watch leaves the index only after notify() of its range has dropped the
  * entries that rely on it.  A watch that fired, or one taken back for room
- * (max_watches, or the kernel's limits), is first retired: no subscribe()
+ * (max_watches, or the kernel's limits) or for memory (the kernel's
+ * pressure requests), is first retired: no subscribe()
  * attaches to it any more (those fail, and libfabric keeps the
  * registration uncached), the thread passes its range to notify(), and
  * only then unwatches it.  Until then valid() reads the kernel's word,
@@ -282,14 +283,19 @@ static void retire(struct mon_watch *mw, uint64_t start, uint64_t end)
 	kick();
 }
 
-/* lock held: retire the watch least recently found valid: it, or NULL. */
-static struct mon_watch *recycle(void)
+/*
+ * lock held: the clock's hand moves on from the watch it points to, for
+ * as long as *steps stays under limit, and retires the first live watch
+ * not found valid since the hand last passed it (those found valid lose
+ * that mark as it passes): it, or NULL.
+ */
+static struct mon_watch *clock_retire(uint64_t *steps, uint64_t limit)
 {
 	struct mon_watch *mw;
 	struct mon_meta *m;
-	uint64_t steps;
 
-	for (steps = 0; steps < 2ULL * mon.max; steps++) {
+	while (*steps < limit) {
+		++*steps;
 		mw = &mon.watches[mon.hand];
 		m = &mon.meta[mon.hand];
 		mon.hand = (mon.hand + 1) % mon.max;
@@ -307,20 +313,36 @@ static struct mon_watch *recycle(void)
 }
 
 /*
+ * lock held: retire the watch least recently found valid, for room: two
+ * turns of the hand find one if any is live.  It, or NULL.
+ */
+static struct mon_watch *recycle(void)
+{
+	uint64_t steps = 0;
+
+	return clock_retire(&steps, 2ULL * mon.max);
+}
+
+/*
  * lock held: the kernel asks for bytes of memory back (0: all it can).
  * libfabric's caches pin what they registered, and notify() is the one
- * way to make them let go: retire the watches least recently found
- * valid until their ranges add up to what was asked, and libfabric
- * deregisters the entries that relied on them.
+ * way to make them let go: retire the watches not found valid since the
+ * hand last passed, in its order, until their ranges add up to what was
+ * asked, and libfabric deregisters the entries that relied on them.
+ * One turn of the hand at most: a registration in use would only be
+ * made again at once, pinning the same pages, so the ones found valid
+ * since its last turn stay.
  */
 static void give_back(uint64_t bytes)
 {
-	uint64_t given = 0;
+	uint64_t given = 0, steps = 0;
 	struct mon_watch *mw;
 
-	stat_add(pressure, 1);
-	while ((!bytes || given < bytes) && (mw = recycle()))
+	while ((!bytes || given < bytes) &&
+	       (mw = clock_retire(&steps, mon.max)))
 		given += mw->len;
+	/* Once done, under the lock still: counted means handled. */
+	stat_add(pressure, 1);
 }
 
 /* lock held: a new watch of [addr, addr + len). */

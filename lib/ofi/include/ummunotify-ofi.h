@@ -35,13 +35,13 @@ struct umn_ofi_stats {
 	uint64_t subscribes;	/* subscribe() calls */
 	uint64_t reused;	/* ... served by the live watch of the range */
 	uint64_t refused;	/* ... refused: the registration stays uncached */
-	uint64_t recycled;	/* watches retired for room */
+	uint64_t recycled;	/* watches retired for room or memory */
 	uint64_t events;	/* invalidations of watched ranges */
 	uint64_t notified;	/* ranges passed to libfabric's notify() */
 	uint64_t overflows;	/* events lost: every watch rechecked */
 	uint64_t stale;		/* cache hits valid() refused */
 	uint64_t failures;	/* threads stopped on an error: see the man page */
-	uint64_t pressure;	/* kernel requests for memory: watches retired */
+	uint64_t pressure;	/* kernel requests for memory handled */
 };
 
 void umn_ofi_stats(struct umn_ofi_stats *stats, size_t size);

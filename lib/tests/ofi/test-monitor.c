@@ -178,6 +178,17 @@ static bool valid(unsigned int n, unsigned int pages)
 	CHECK(cond);							\
 } while (0)
 
+/*
+ * Once a pressure request is counted: the monitor's lock, taken by an
+ * unsubscribe() of a range nobody subscribed, orders what it did to the
+ * watches before what this thread does next.
+ */
+static void pressure_done(uint64_t count)
+{
+	WAIT_FOR(stats().pressure > count);
+	unsub(99, 1);
+}
+
 /* Was page n passed to notify() since notified[first]? */
 static bool notified_since(unsigned int first, unsigned int n)
 {
@@ -511,14 +522,16 @@ static void test_a_failed_thread_drops_every_entry(void)
 }
 
 /*
- * The kernel asks for memory back: the watches least recently found
- * valid are retired, and their ranges notified (libfabric deregisters
- * what relied on them), until they add up to what was asked.  Before,
- * the monitor dropped the request.  Not on the device: see backend.h.
+ * The kernel asks for memory back: the watches not found valid since the
+ * clock's hand last passed are retired, and their ranges notified
+ * (libfabric deregisters what relied on them), until they add up to what
+ * was asked.  New watches count as found valid: the first request only
+ * moves the hand past them.  Before, the monitor dropped the request.
+ * Not on the device: see backend.h.
  */
 static void test_pressure_gives_back_the_coldest_ranges(void)
 {
-	uint64_t before = stats().pressure;
+	uint64_t before = stats().pressure, recycled = stats().recycled;
 	unsigned int first = notified_count();
 
 	CHECK_EQ(m->export_ops->start(m), 0);
@@ -526,9 +539,55 @@ static void test_pressure_gives_back_the_coldest_ranges(void)
 	CHECK_EQ(sub(72, 1), 0);
 	CHECK_EQ(sub(74, 1), 0);
 	if (pressure(2 * PAGE)) {
-		WAIT_FOR(stats().pressure > before && stats().watches == 1);
+		/* The hand passes the new watches, and retires none. */
+		pressure_done(before);
+		CHECK_EQ(stats().recycled, recycled);
+		CHECK(pressure(2 * PAGE));
+		WAIT_FOR(stats().pressure > before + 1 &&
+			 stats().watches == 1);
 		CHECK_EQ(notified_since(first, 70) + notified_since(first, 72) +
 			 notified_since(first, 74), 2);
+	}
+	stop();
+}
+
+/*
+ * Asked for all it can, the monitor gives back what was not found valid
+ * since the hand last passed, and keeps what is in use: giving that back
+ * would only have it registered, and pinned, again.  The next request
+ * finds it cold unless it was used meanwhile.
+ */
+static void test_pressure_keeps_the_ranges_in_use(void)
+{
+	uint64_t before = stats().pressure, recycled = stats().recycled;
+	unsigned int first = notified_count();
+
+	CHECK_EQ(m->export_ops->start(m), 0);
+	CHECK_EQ(sub(80, 1), 0);
+	CHECK_EQ(sub(82, 1), 0);
+	CHECK_EQ(sub(84, 1), 0);
+	if (pressure(0)) {
+		/* The hand passes the new watches, and retires none. */
+		pressure_done(before);
+		CHECK_EQ(stats().recycled, recycled);
+		before++;
+		/* A hit: found valid. */
+		CHECK(valid(82, 1));
+		CHECK(pressure(0));
+		WAIT_FOR(stats().pressure > before && stats().watches == 1);
+		CHECK_EQ(notified_since(first, 80), 1);
+		CHECK_EQ(notified_since(first, 82), 0);
+		CHECK_EQ(notified_since(first, 84), 1);
+		CHECK(valid(82, 1));
+		/* Found valid since: it stays again. */
+		recycled = stats().recycled;
+		CHECK(pressure(0));
+		pressure_done(before + 1);
+		CHECK_EQ(stats().recycled, recycled);
+		/* Cold now. */
+		CHECK(pressure(0));
+		WAIT_FOR(stats().pressure > before + 2 && stats().watches == 0);
+		CHECK_EQ(notified_since(first, 82), 1);
 	}
 	stop();
 }
@@ -893,6 +952,7 @@ int main(void)
 #endif
 	test_a_failed_thread_drops_every_entry();
 	test_pressure_gives_back_the_coldest_ranges();
+	test_pressure_keeps_the_ranges_in_use();
 	test_a_thread_that_cannot_start_fails_start();
 #ifndef __SANITIZE_THREAD__
 	test_fork_during_notify();
