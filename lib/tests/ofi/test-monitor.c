@@ -522,6 +522,29 @@ static void test_a_failed_thread_drops_every_entry(void)
 }
 
 /*
+ * New watches on pages n, n + 2 and n + 4, and a pressure request of
+ * bytes, which moves the hand past them and retires none.  False where
+ * the backend cannot ask (the device): the request's count before it
+ * in *before otherwise.
+ */
+static bool new_watches_passed_by_the_hand(unsigned int n, uint64_t bytes,
+					   uint64_t *before)
+{
+	uint64_t recycled = stats().recycled;
+
+	*before = stats().pressure;
+	CHECK_EQ(m->export_ops->start(m), 0);
+	CHECK_EQ(sub(n, 1), 0);
+	CHECK_EQ(sub(n + 2, 1), 0);
+	CHECK_EQ(sub(n + 4, 1), 0);
+	if (!pressure(bytes))
+		return false;
+	pressure_done(*before);
+	CHECK_EQ(stats().recycled, recycled);
+	return true;
+}
+
+/*
  * The kernel asks for memory back: the watches not found valid since the
  * clock's hand last passed are retired, and their ranges notified
  * (libfabric deregisters what relied on them), until they add up to what
@@ -531,17 +554,10 @@ static void test_a_failed_thread_drops_every_entry(void)
  */
 static void test_pressure_gives_back_the_coldest_ranges(void)
 {
-	uint64_t before = stats().pressure, recycled = stats().recycled;
 	unsigned int first = notified_count();
+	uint64_t before;
 
-	CHECK_EQ(m->export_ops->start(m), 0);
-	CHECK_EQ(sub(70, 1), 0);
-	CHECK_EQ(sub(72, 1), 0);
-	CHECK_EQ(sub(74, 1), 0);
-	if (pressure(2 * PAGE)) {
-		/* The hand passes the new watches, and retires none. */
-		pressure_done(before);
-		CHECK_EQ(stats().recycled, recycled);
+	if (new_watches_passed_by_the_hand(70, 2 * PAGE, &before)) {
 		CHECK(pressure(2 * PAGE));
 		WAIT_FOR(stats().pressure > before + 1 &&
 			 stats().watches == 1);
@@ -559,17 +575,10 @@ static void test_pressure_gives_back_the_coldest_ranges(void)
  */
 static void test_pressure_keeps_the_ranges_in_use(void)
 {
-	uint64_t before = stats().pressure, recycled = stats().recycled;
 	unsigned int first = notified_count();
+	uint64_t before, recycled;
 
-	CHECK_EQ(m->export_ops->start(m), 0);
-	CHECK_EQ(sub(80, 1), 0);
-	CHECK_EQ(sub(82, 1), 0);
-	CHECK_EQ(sub(84, 1), 0);
-	if (pressure(0)) {
-		/* The hand passes the new watches, and retires none. */
-		pressure_done(before);
-		CHECK_EQ(stats().recycled, recycled);
+	if (new_watches_passed_by_the_hand(80, 0, &before)) {
 		before++;
 		/* A hit: found valid. */
 		CHECK(valid(82, 1));
