@@ -20,13 +20,12 @@
  * watch leaves the index only after notify() of its range has dropped the
  * entries that rely on it.  A watch that fired, or one taken back for room
  * (max_watches, or the kernel's limits) or for memory (the kernel's
- * pressure requests), is first retired: no subscribe()
- * attaches to it any more (those fail, and libfabric keeps the
- * registration uncached), the thread passes its range to notify(), and
- * only then unwatches it.  Until then valid() reads the kernel's word,
- * which is right for as long as the range is watched.  An unsubscribe()
- * of a live watch's last subscriber frees it at once: nothing relies on
- * it.
+ * pressure requests), is first retired: no subscribe() attaches to it
+ * any more (those fail, and libfabric keeps the registration uncached),
+ * the thread passes its range to notify(), and only then unwatches it.
+ * Until then valid() reads the kernel's word, which is right for as long
+ * as the range is watched.  An unsubscribe() of a live watch's last
+ * subscriber frees it at once: nothing relies on it.
  *
  * The thread waits on the device, retires the watches that fired and runs
  * the retirements.  It holds none of our locks while it calls notify():
@@ -329,9 +328,9 @@ static struct mon_watch *recycle(void)
  * way to make them let go: retire the watches not found valid since the
  * hand last passed, in its order, until their ranges add up to what was
  * asked, and libfabric deregisters the entries that relied on them.
- * One turn of the hand at most: a registration in use would only be
- * made again at once, pinning the same pages, so the ones found valid
- * since its last turn stay.
+ * One turn of the hand at most: a range hit since its last turn stays,
+ * since it would only be registered again at once, pinning the same
+ * pages.
  */
 static void give_back(uint64_t bytes)
 {

@@ -87,7 +87,6 @@
 
 #include "internal.h"
 #include "itree.h"
-#include "symver.h"
 
 #define ENTRY_RETIRED		(1ULL << 63)
 #define ENTRY_USERS		(ENTRY_RETIRED - 1)
@@ -1068,9 +1067,7 @@ __typeof__(umn_cache_create) umn_cache_create_1_3, umn_cache_create_1_0;
 int umn_cache_create_1_3(struct umn *u, const struct umn_cache_attr *attr,
 			 struct umn_cache **cp)
 {
-	if (!attr)
-		return -EINVAL;
-	if (attr->comp_mask)
+	if (!attr || attr->comp_mask)
 		return -EINVAL;
 	return cache_create(u, attr, cp);
 }

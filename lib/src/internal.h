@@ -30,6 +30,23 @@
 #include "ummunotify.h"
 
 /*
+ * Exports C function @name as @symbol: "NAME@@VERSION", the one programs
+ * link to from VERSION on, or "NAME@VERSION", the one programs built
+ * before keep calling (the library's map lists NAME in both nodes).  The
+ * attribute where the compiler has it (gcc 10): a top-level .symver does
+ * not survive gcc's link-time optimisation.
+ */
+#if defined(__has_attribute)
+#if __has_attribute(__symver__)
+#define UMN_SYMVER(name, symbol) \
+	extern __typeof__(name) name __attribute__((__symver__(symbol)))
+#endif
+#endif
+#ifndef UMN_SYMVER
+#define UMN_SYMVER(name, symbol)	__asm__(".symver " #name ", " symbol)
+#endif
+
+/*
  * ioctl() of a call that changes nothing when a signal interrupts it
  * (WATCH, RESIZE, REGISTER_REGION): a handler without SA_RESTART must
  * not fail the caller's registration.  0 or -errno.

@@ -261,7 +261,6 @@ int umn_mr_cache_query_stats(struct umn_mr_cache *c,
 	struct umn_cache_stats buf;
 	uint64_t *one = (uint64_t *)&buf, *sum = (uint64_t *)stats;
 	struct mr_sub *s;
-	int ret = 0;
 	size_t i;
 
 	/* umn_cache_query_stats()'s rule, also when no cache exists yet. */
@@ -280,16 +279,13 @@ int umn_mr_cache_query_stats(struct umn_mr_cache *c,
 	memset(stats, 0, size);
 	for (s = __atomic_load_n(&c->subs, __ATOMIC_ACQUIRE); s; s = s->next) {
 		/* Cannot fail: the size is checked above. */
-		ret = umn_cache_query_stats(s->cache, (void *)one, size);
-		if (ret < 0)
-			break;
-		ret = 0;
+		umn_cache_query_stats(s->cache, (void *)one, size);
 		for (i = 0; i < size / sizeof(*one); i++)
 			sum[i] += one[i];
 	}
 	if (one != (uint64_t *)&buf)
 		free(one);
-	return ret;
+	return 0;
 }
 
 void umn_mr_cache_stats(struct umn_mr_cache *c, struct umn_cache_stats *stats)
