@@ -115,9 +115,9 @@ $(B)/tools/ummunotify-demo: $(DEMO_SRCS) lib
 		$(DEMO_SRCS) $(DEMO_LIBS)
 
 umnstat: $(B)/tools/umnstat
-$(B)/tools/umnstat: tools/umnstat/umnstat.c
+$(B)/tools/umnstat: tools/umnstat/umnstat.c lib/ofi/include/ummunotify-ofi.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $<
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -I$(TOP)/lib/ofi/include -o $@ $<
 
 # The modules are built by run-checks, one kernel at a time, so that one
 # that does not build fails that kernel's checks, not all of them; the

@@ -255,6 +255,8 @@ static void umn_show_fdinfo(struct seq_file *m, struct file *filp)
 	spin_lock(&file->lock);
 	seq_printf(m, "features:\t%#x\n", READ_ONCE(file->features));
 	seq_printf(m, "regions:\t%u\n", READ_ONCE(file->nr_regions));
+	/* Changed under all_lock: a snapshot will do. */
+	seq_printf(m, "whole_space:\t%u\n", READ_ONCE(file->nr_all));
 	seq_printf(m, "slots:\t%u\n", file->nr_slots);
 	seq_printf(m, "ring_entries:\t%u\n",
 		   file->ring ? file->ring_mask + 1 : 0);

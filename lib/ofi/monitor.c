@@ -720,6 +720,8 @@ static int thread_start(void)
 		free(arg);
 		return -ret;
 	}
+	/* umnstat --check's sign that the monitor runs, before start() returns. */
+	pthread_setname_np(t, UMN_OFI_THREAD_NAME);
 	mon.thread = t;
 	mon.alive = true;
 	mon.current = true;

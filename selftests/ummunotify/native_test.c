@@ -1170,9 +1170,11 @@ TEST_F(native, watch_all_watches_of_a_file_are_bounded)
 			break;
 	}
 	EXPECT_EQ(16, n);
+	EXPECT_EQ(16, fdinfo(self->u.fd, "whole_space"));
 	w.user_cookie = 999;
 	EXPECT_EQ(-ENOSPC, uioctl(self->u.fd, UMMUNOTIFY_WATCH, &w));
 	EXPECT_EQ(0, unwatch(self->u.fd, 100));
+	EXPECT_EQ(15, fdinfo(self->u.fd, "whole_space"));
 	EXPECT_EQ(0, uioctl(self->u.fd, UMMUNOTIFY_WATCH, &w));
 }
 
@@ -1188,6 +1190,7 @@ TEST_F(native, watch_with_an_unwritable_result_makes_no_watch)
 	ro = read_only_copy(_metadata, &all, sizeof(all));
 	EXPECT_EQ(-EFAULT, uioctl(self->u.fd, UMMUNOTIFY_WATCH, ro));
 	EXPECT_EQ(0, fdinfo(self->u.fd, "regions"));
+	EXPECT_EQ(0, fdinfo(self->u.fd, "whole_space"));
 	clear_page(_metadata, self->buf);
 	EXPECT_TRUE(ring_empty(&self->u));
 	EXPECT_EQ(0, fdinfo(self->u.fd, "events"));

@@ -27,6 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ummunotify-ofi.h"
+
 #define DEVICE		"ummunotify"
 #define SYS_DEVICE	"/sys/class/misc/" DEVICE
 #define SYS_PARAMS	"/sys/module/" DEVICE "/parameters"
@@ -532,17 +534,264 @@ static void print_json(const struct snapshot *s)
 	printf("]}\n");
 }
 
+/*
+ * --check PID: whether the registration caches of the libfabric and the
+ * UCX that a process has loaded learn of its memory changes from the
+ * device, told from what /proc shows of it: the libraries it maps, the
+ * monitor's thread (libfabric), a file of the device with a whole-space
+ * watch (libummunotify-ucx), and its environment.
+ */
+struct process {
+	pid_t pid;
+	char **maps;		/* the files it maps, each once */
+	size_t nmaps;
+	char *env;		/* NUL-separated, as /proc shows it */
+	size_t env_len;
+	pid_t monitor_tid;	/* the OFI monitor's thread, or 0 */
+};
+
+/* The mapped files whose name starts with prefix: the first in *first. */
+static size_t mapped(const struct process *p, const char *prefix,
+		     const char **first)
+{
+	size_t n = 0;
+
+	*first = NULL;
+	for (size_t i = 0; i < p->nmaps; i++) {
+		const char *base = strrchr(p->maps[i], '/');
+
+		if (base && !strncmp(base + 1, prefix, strlen(prefix))) {
+			if (!n++)
+				*first = p->maps[i];
+		}
+	}
+	return n;
+}
+
+static const char *proc_getenv(const struct process *p, const char *name)
+{
+	size_t len = strlen(name);
+
+	for (const char *e = p->env; e < p->env + p->env_len;
+	     e += strlen(e) + 1)
+		if (!strncmp(e, name, len) && e[len] == '=')
+			return e + len + 1;
+	return NULL;
+}
+
+/* The process's mapped files, environment and threads; false, errno. */
+static bool read_process(struct process *p, pid_t pid)
+{
+	char path[64], comm[64], *line = NULL;
+	size_t cap = 0;
+	struct dirent *d;
+	FILE *f;
+	DIR *tasks;
+
+	*p = (struct process){ .pid = pid };
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (getline(&line, &cap, f) > 0) {
+		char *name = NULL;
+		size_t i;
+		int at = 0;
+
+		/* address perms offset dev inode, then the path, if a file */
+		if (sscanf(line, "%*s %*s %*s %*s %*s %n", &at) < 0 || !at ||
+		    line[at] != '/')
+			continue;
+		name = line + at;
+		name[strcspn(name, "\n")] = '\0';
+		for (i = 0; i < p->nmaps && strcmp(p->maps[i], name); i++)
+			;
+		if (i < p->nmaps)
+			continue;
+		p->maps = xrealloc(p->maps, (p->nmaps + 1) * sizeof(*p->maps));
+		p->maps[p->nmaps++] = xstrdup(name);
+	}
+	free(line);
+	/* A read error (the process went, or ptrace access was refused). */
+	if (ferror(f) || !p->nmaps) {
+		fclose(f);
+		errno = errno ?: ESRCH;
+		return false;
+	}
+	fclose(f);
+
+	snprintf(path, sizeof(path), "/proc/%d/environ", (int)pid);
+	f = fopen(path, "re");
+	if (f) {
+		char buf[4096];
+		size_t n;
+
+		while ((n = fread(buf, 1, sizeof(buf), f)) > 0) {
+			p->env = xrealloc(p->env, p->env_len + n);
+			memcpy(p->env + p->env_len, buf, n);
+			p->env_len += n;
+		}
+		fclose(f);
+	}
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	tasks = opendir(path);
+	while (tasks && (d = readdir(tasks))) {
+		char task[PATH_MAX];
+
+		if (!isdigit((unsigned char)d->d_name[0]))
+			continue;
+		snprintf(task, sizeof(task), "%s/%s/comm", path, d->d_name);
+		if (read_file(task, comm, sizeof(comm)) &&
+		    !strcmp(strtok(comm, "\n") ?: "", UMN_OFI_THREAD_NAME))
+			p->monitor_tid = atoi(d->d_name);
+	}
+	if (tasks)
+		closedir(tasks);
+	return true;
+}
+
+static void free_process(struct process *p)
+{
+	for (size_t i = 0; i < p->nmaps; i++)
+		free(p->maps[i]);
+	free(p->maps);
+	free(p->env);
+}
+
+/* The first file of the device with (or without) a whole-space watch. */
+static const struct open_file *device_file(const struct snapshot *s,
+					   bool whole_space)
+{
+	for (size_t i = 0; i < s->nfiles; i++) {
+		const char *v = fields_get(&s->files[i].info, "whole_space");
+
+		/* A module before 1.2.0 does not say: any file will do. */
+		if (!v || (strcmp(v, "0") != 0) == whole_space)
+			return &s->files[i];
+	}
+	return NULL;
+}
+
+/* libfabric's verdict: true if its caches use the monitor. */
+static bool check_libfabric(const struct process *p, const struct snapshot *s)
+{
+	const char *fabric, *provider, *path, *chosen;
+	const struct open_file *f = device_file(s, false);
+	size_t copies = mapped(p, "libfabric.so", &fabric);
+
+	/* A program that links libfabric statically has only the thread. */
+	if (!copies && !p->monitor_tid)
+		return true;
+	mapped(p, "libummunotify-ofi.so", &provider);
+	path = proc_getenv(p, "FI_PROVIDER_PATH");
+	chosen = proc_getenv(p, "FI_MR_CACHE_MONITOR");
+	printf("libfabric %s: ", fabric ?: "(linked into the program)");
+	if (p->monitor_tid) {
+		printf("ummunotify: the monitor runs (thread %d", (int)p->monitor_tid);
+		if (f)
+			printf(", fd %d", f->fd);
+		printf(")\n");
+		return true;
+	}
+	printf("not ummunotify: ");
+	if (copies > 1)
+		printf("%zu libfabric libraries are mapped, and an import goes to one of them; ",
+		       copies);
+	if (!provider && path)
+		printf("libfabric did not load the provider (FI_PROVIDER_PATH=%s)\n",
+		       path);
+	else if (!provider)
+		printf("libfabric did not load the provider (not in its own provider directory; FI_PROVIDER_PATH is not set)\n");
+	else if (chosen && *chosen && strcmp(chosen, "ummunotify"))
+		printf("FI_MR_CACHE_MONITOR=%s keeps libfabric's own monitor\n",
+		       chosen);
+	else if (f)
+		printf("the monitor's thread stopped on an error, and registrations are not cached (the process's standard error says why)\n");
+	else
+		printf("the provider is loaded, but no MR cache uses the monitor (the first verbs domain starts it; FI_LOG_LEVEL=warn says why it could not)\n");
+	return false;
+}
+
+/* UCX's verdict: true if libummunotify-ucx feeds its caches. */
+static bool check_ucx(const struct process *p, const struct snapshot *s)
+{
+	const struct open_file *f = device_file(s, true);
+	const char *ucs, *lib;
+
+	if (!mapped(p, "libucs.so", &ucs))
+		return true;
+	printf("UCX %s: ", ucs);
+	if (!mapped(p, "libummunotify-ucx.so", &lib)) {
+		printf("not ummunotify: libummunotify-ucx is not loaded, and UCX's own hooks are in use (see ummunotify-ucx(7))\n");
+		return false;
+	}
+	if (!f) {
+		printf("not ummunotify: libummunotify-ucx is loaded but not active (it refused this UCX, /dev/" DEVICE " did not open, or no cache was made yet: UCX_LOG_LEVEL=info says which), and UCX's own hooks are in use\n");
+		return false;
+	}
+	printf("ummunotify: libummunotify-ucx feeds UCX's caches (fd %d)\n", f->fd);
+	return true;
+}
+
+/* Exit status: 0 if every cache found uses the device, else 3 (or 1, 2). */
+static int check(pid_t pid)
+{
+	const char *ignored;
+	struct process p;
+	struct snapshot s;
+	char comm[64] = "?", path[64];
+	int ret = 0;
+
+	if (!read_process(&p, pid)) {
+		fprintf(stderr, "umnstat: cannot read the mappings of process %d: %s%s\n",
+			(int)pid, strerror(errno),
+			errno == EACCES ? " (run as its user, or as root)" : "");
+		return 2;
+	}
+	take_snapshot(&s, &pid, 1);
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	if (read_file(path, comm, sizeof(comm)))
+		comm[strcspn(comm, "\n")] = '\0';
+	printf("process %d (%s): ", (int)pid, comm);
+	if (!s.loaded)
+		printf("the module is not loaded\n");
+	else if (!s.nfiles)
+		printf("no file of /dev/" DEVICE " open\n");
+	else
+		printf("%zu file%s of /dev/" DEVICE " open\n", s.nfiles,
+		       s.nfiles == 1 ? "" : "s");
+	if (!check_libfabric(&p, &s))
+		ret = 3;
+	if (!check_ucx(&p, &s))
+		ret = 3;
+	if (!mapped(&p, "libfabric.so", &ignored) && !p.monitor_tid &&
+	    !mapped(&p, "libucs.so", &ignored)) {
+		printf("neither libfabric nor UCX is loaded\n");
+		ret = 3;
+	}
+	if (!s.loaded)
+		ret = 1;
+	free_snapshot(&s);
+	free_process(&p);
+	return ret;
+}
+
 static void usage(FILE *out)
 {
 	fprintf(out,
 		"Usage: umnstat [-j] [-w[SECONDS]] [-p PID]...\n"
+		"       umnstat -c PID\n"
 		"Which processes have /dev/" DEVICE " open, and what the kernel says\n"
-		"of each open file and of the module.\n\n"
+		"of each open file and of the module; or whether the libfabric and\n"
+		"UCX caches of process PID use it.\n\n"
 		"  -j, --json             one JSON object (with -w, one per line)\n"
 		"  -w, --watch[=SECONDS]  again every SECONDS (default 2) until killed\n"
 		"  -p, --pid=PID          only process PID (repeatable)\n"
+		"  -c, --check=PID        whether PID's caches use the device\n"
 		"  -h, --help             this help\n\n"
-		"Exit status: 0, 1 if the module is not loaded, 2 on bad usage.\n");
+		"Exit status: 0, 1 if the module is not loaded, 2 on bad usage (or\n"
+		"an unreadable PID), 3 if a cache of the checked PID does not use it.\n");
 }
 
 int main(int argc, char **argv)
@@ -551,19 +800,20 @@ int main(int argc, char **argv)
 		{ "json", no_argument, NULL, 'j' },
 		{ "watch", optional_argument, NULL, 'w' },
 		{ "pid", required_argument, NULL, 'p' },
+		{ "check", required_argument, NULL, 'c' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
 	bool json = false, watch = false;
 	unsigned int interval = 2;
-	pid_t *pids = NULL;
+	pid_t *pids = NULL, checked = 0;
 	size_t npids = 0;
 	struct snapshot s;
 	char *end;
 	long v;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "jw::p:h", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "jw::p:c:h", options, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			json = true;
@@ -580,10 +830,15 @@ int main(int argc, char **argv)
 			interval = v;
 			break;
 		case 'p':
+		case 'c':
 			v = strtol(optarg, &end, 10);
 			if (*end || v < 1 || v > INT_MAX) {
 				fprintf(stderr, "umnstat: bad PID: %s\n", optarg);
 				return 2;
+			}
+			if (c == 'c') {
+				checked = v;
+				break;
 			}
 			pids = xrealloc(pids, (npids + 1) * sizeof(*pids));
 			pids[npids++] = v;
@@ -596,10 +851,12 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (optind < argc) {
+	if (optind < argc || (checked && (json || watch || npids))) {
 		usage(stderr);
 		return 2;
 	}
+	if (checked)
+		return check(checked);
 
 	for (;;) {
 		take_snapshot(&s, pids, npids);

@@ -22,6 +22,9 @@ extern "C" {
 
 int umn_ofi_import(void);
 
+/* The monitor's thread, which runs while an MR cache uses the monitor. */
+#define UMN_OFI_THREAD_NAME	"umn-ofi"
+
 /*
  * What the monitor did.  Pass sizeof(struct umn_ofi_stats): fields are
  * only ever added at the end, and a library newer than the caller's

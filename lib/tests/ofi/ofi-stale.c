@@ -17,6 +17,9 @@
  *                      watch is recycled while the owner's cache holds
  *                      it, the buffer replaced, and the peer's domain (a
  *                      second cache) registers it before the owner does
+ *   ofi-stale hold     a registration cached, the program stops itself
+ *                      (SIGSTOP) for umnstat --check to look at, and
+ *                      exits 0 when continued
  *   ofi-stale late     a registration cached, the domains are closed
  *                      after every destructor ran, ours and libfabric's
  *                      fi_fini() (from an exit handler registered by a
@@ -42,6 +45,7 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -336,6 +340,16 @@ static int test_late(void)
 	return 0;
 }
 
+/* Stopped while the caches hold a registration: see check-ofi. */
+static int test_hold(void)
+{
+	cache(map(), 'A');
+	printf("ofi-stale: hold: a registration cached, stopping\n");
+	fflush(stdout);
+	raise(SIGSTOP);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *prov = getenv("UMMUNOTIFY_OFI_PROVIDER");
@@ -345,8 +359,9 @@ int main(int argc, char **argv)
 	int ret, stale;
 
 	if (argc != 2 || (strcmp(argv[1], "remap") &&
-			  strcmp(argv[1], "recycle") && strcmp(argv[1], "late"))) {
-		fprintf(stderr, "usage: ofi-stale remap|recycle|late\n");
+			  strcmp(argv[1], "recycle") && strcmp(argv[1], "late") &&
+			  strcmp(argv[1], "hold"))) {
+		fprintf(stderr, "usage: ofi-stale remap|recycle|late|hold\n");
 		return 2;
 	}
 	if (!prov)
@@ -391,6 +406,8 @@ int main(int argc, char **argv)
 
 	if (!strcmp(argv[1], "late"))
 		return test_late();
+	if (!strcmp(argv[1], "hold"))
+		return test_hold();
 	stale = !strcmp(argv[1], "remap") ? test_remap() : test_recycle();
 	if (ours)
 		printf("ofi-stale: monitor: %llu subscribes (%llu refused), %llu events, %llu ranges notified, %llu hits refused\n",
