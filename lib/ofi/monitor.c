@@ -42,6 +42,12 @@
  * waits for the thread to leave notify(), which holds libfabric's locks:
  * the child's copies of them are free.
  *
+ * The watches are a pool of handles of the device (segments), the first
+ * opened by the first start(), more by grow() while every watch is in
+ * use, up to max_watches.  A segment never changes or goes once counted,
+ * so valid() finds a watch by number without a lock; the index grow()
+ * replaces stays allocated, since valid() may still be reading it.
+ *
  * Nothing is opened or allocated before the first start(): a program that
  * loads the provider and never caches a registration pays nothing.
  */
@@ -68,8 +74,12 @@
 #define stat_add(field, n) \
 	__atomic_fetch_add(&mon.stats.field, (n), __ATOMIC_RELAXED)
 
-#define DEFAULT_WATCHES	8192
+#define DEFAULT_WATCHES	65536
+#define FIRST_WATCHES	8192		/* the first handle's */
+#define HANDLE_WATCHES	(1U << 20)	/* the module's default max_regions */
+#define MAX_HANDLES	32
 #define EVENT_BATCH	256
+#define RETIRE_BATCH	1024
 
 enum watch_state {
 	W_FREE,
@@ -99,6 +109,24 @@ struct mon_meta {
 	bool referenced;	/* valid() since the clock hand passed */
 };
 
+/*
+ * The watches of one handle of the device, numbered from first on: made
+ * by grow(), never changed after, kept until the process ends.
+ */
+struct segment {
+	struct umn *u;
+	struct mon_watch *watches;
+	struct mon_meta *meta;
+	uint32_t first;
+	uint32_t size;
+};
+
+/* Open addressing by (addr, len), linear probing: watch number + 1, or 0. */
+struct index {
+	uint32_t mask;
+	uint32_t slot[];
+};
+
 /* A retired watch and the range its notify() covers. */
 struct retiring {
 	uint64_t start;
@@ -110,24 +138,24 @@ static struct monitor {
 	struct fid_mem_monitor fid;
 	struct fi_ops_mem_monitor ops;
 
-	pthread_mutex_t open_lock;	/* u and the arrays, made at start() */
-	struct umn *u;
+	pthread_mutex_t open_lock;	/* the first handle, made at start() */
 
 	pthread_mutex_t lock;		/* everything below but the stats */
 	uint64_t seq;			/* odd while the index changes */
 	bool failed;			/* the thread stopped on an error */
-	struct mon_watch *watches;	/* max of them */
-	struct mon_meta *meta;		/* one per watch */
-	uint32_t *index;		/* watch number + 1, or 0; 2 * max */
-	uint32_t max;
-	uint32_t mask;
+	struct segment *segs[MAX_HANDLES];	/* set before nsegs counts it */
+	uint32_t nsegs;
+	uint32_t capacity;		/* watches in the segments */
+	uint32_t max;			/* the capacity may grow to it */
+	bool grow_refused;		/* the module refused a handle */
+	struct index *index;		/* for twice the capacity */
+	struct index *old_index[MAX_HANDLES];	/* valid() may read them */
 	uint32_t free_head;		/* watch number + 1, or 0 */
 	uint32_t nr_free;
-	uint32_t low_free;		/* recycle when nr_free falls to it */
+	uint32_t low_free;		/* make room when nr_free falls to it */
 	uint32_t hand;			/* clock */
-	struct retiring *queue;		/* retired, to notify: max of them */
+	struct retiring *queue;		/* retired, to notify: capacity */
 	uint32_t queued;
-	struct retiring *batch;		/* the thread's copy of the queue */
 
 	pthread_t thread;		/* the newest */
 	int kick_fd;			/* eventfd: work queued, or stop */
@@ -154,41 +182,97 @@ static struct monitor {
 
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
-static uint32_t hash(uint64_t addr, uint64_t len)
+static uint32_t hash(uint64_t addr, uint64_t len, uint32_t mask)
 {
 	uint64_t h = (addr ^ (len << 20) ^ (len >> 12)) * 0x9e3779b97f4a7c15ULL;
 
-	return (uint32_t)(h >> 32) & mon.mask;
+	return (uint32_t)(h >> 32) & mask;
+}
+
+/*
+ * The segment of watch number n.  valid() calls it without the lock: a
+ * segment is complete before the release that counts it, and NULL (a
+ * number the count does not cover yet) is a torn view, which it retries.
+ */
+static const struct segment *segment_of(uint32_t n)
+{
+	uint32_t k = __atomic_load_n(&mon.nsegs, __ATOMIC_ACQUIRE);
+	const struct segment *s;
+
+	while (k--) {
+		s = READ_ONCE(mon.segs[k]);
+		if (n >= s->first)
+			return n < s->first + s->size ? s : NULL;
+	}
+	return NULL;
+}
+
+static struct mon_watch *watch_at(uint32_t n)
+{
+	const struct segment *s = segment_of(n);
+
+	return s ? &s->watches[n - s->first] : NULL;
+}
+
+/* lock held: mw's segment. */
+static const struct segment *segment_of_watch(const struct mon_watch *mw)
+{
+	const struct segment *s;
+	uint32_t k;
+
+	for (k = 0;; k++) {
+		s = mon.segs[k];
+		if (mw >= s->watches && mw < s->watches + s->size)
+			return s;
+	}
 }
 
 static uint32_t number(const struct mon_watch *mw)
 {
-	return (uint32_t)(mw - mon.watches);
+	const struct segment *s = segment_of_watch(mw);
+
+	return s->first + (uint32_t)(mw - s->watches);
 }
 
 static struct mon_meta *meta(const struct mon_watch *mw)
 {
-	return &mon.meta[number(mw)];
+	const struct segment *s = segment_of_watch(mw);
+
+	return &s->meta[mw - s->watches];
 }
 
 /*
- * The watch of [addr, addr + len), or NULL.  Also run by valid() without
- * the lock, hence the bounded probe: a torn view is retried by the caller.
+ * The number + 1 of the watch of [addr, addr + len), or 0.  Also run by
+ * valid() without the lock, hence the bounded probe and the checks: a
+ * torn view is retried by the caller.
  */
-static struct mon_watch *index_find(uint64_t addr, uint64_t len)
+static uint32_t index_find(uint64_t addr, uint64_t len)
 {
-	uint32_t i = hash(addr, len), steps, n;
+	const struct index *idx = __atomic_load_n(&mon.index, __ATOMIC_ACQUIRE);
+	uint32_t i, steps, n;
 	struct mon_watch *mw;
 
-	for (steps = 0; steps <= mon.mask; steps++, i = (i + 1) & mon.mask) {
-		n = READ_ONCE(mon.index[i]);
+	if (!idx)
+		return 0;
+	i = hash(addr, len, idx->mask);
+	for (steps = 0; steps <= idx->mask; steps++, i = (i + 1) & idx->mask) {
+		n = READ_ONCE(idx->slot[i]);
 		if (!n)
-			return NULL;
-		mw = &mon.watches[n - 1];
-		if (READ_ONCE(mw->addr) == addr && READ_ONCE(mw->len) == len)
-			return mw;
+			return 0;
+		mw = watch_at(n - 1);
+		if (mw && READ_ONCE(mw->addr) == addr &&
+		    READ_ONCE(mw->len) == len)
+			return n;
 	}
-	return NULL;
+	return 0;
+}
+
+/* lock held: the watch of [addr, addr + len), or NULL. */
+static struct mon_watch *find(uint64_t addr, uint64_t len)
+{
+	uint32_t n = index_find(addr, len);
+
+	return n ? watch_at(n - 1) : NULL;
 }
 
 /*
@@ -210,14 +294,15 @@ static void seq_end(void)
 	__atomic_store_n(&mon.seq, mon.seq + 1, __ATOMIC_RELEASE);
 }
 
-/* lock held, inside seq_begin()/seq_end(). */
-static void index_insert(struct mon_watch *mw)
+/* lock held, inside seq_begin()/seq_end(), or idx not published yet. */
+static void index_insert(struct index *idx, uint32_t n)
 {
-	uint32_t i = hash(mw->addr, mw->len);
+	const struct mon_watch *mw = watch_at(n);
+	uint32_t i = hash(mw->addr, mw->len, idx->mask);
 
-	while (mon.index[i])
-		i = (i + 1) & mon.mask;
-	WRITE_ONCE(mon.index[i], number(mw) + 1);
+	while (idx->slot[i])
+		i = (i + 1) & idx->mask;
+	WRITE_ONCE(idx->slot[i], n + 1);
 }
 
 /*
@@ -226,22 +311,23 @@ static void index_insert(struct mon_watch *mw)
  */
 static void index_remove(struct mon_watch *mw)
 {
-	uint32_t n = number(mw) + 1;
-	uint32_t hole = hash(mw->addr, mw->len), j, home;
+	struct index *idx = mon.index;
+	uint32_t n = number(mw) + 1, mask = idx->mask;
+	uint32_t hole = hash(mw->addr, mw->len, mask), j, home;
 	struct mon_watch *other;
 
-	while (mon.index[hole] != n)
-		hole = (hole + 1) & mon.mask;
-	for (j = (hole + 1) & mon.mask; mon.index[j]; j = (j + 1) & mon.mask) {
-		other = &mon.watches[mon.index[j] - 1];
-		home = hash(other->addr, other->len);
+	while (idx->slot[hole] != n)
+		hole = (hole + 1) & mask;
+	for (j = (hole + 1) & mask; idx->slot[j]; j = (j + 1) & mask) {
+		other = watch_at(idx->slot[j] - 1);
+		home = hash(other->addr, other->len, mask);
 		/* Stays if its home lies cyclically in (hole, j]. */
-		if (((j - home) & mon.mask) < ((j - hole) & mon.mask))
+		if (((j - home) & mask) < ((j - hole) & mask))
 			continue;
-		WRITE_ONCE(mon.index[hole], mon.index[j]);
+		WRITE_ONCE(idx->slot[hole], idx->slot[j]);
 		hole = j;
 	}
-	WRITE_ONCE(mon.index[hole], 0);
+	WRITE_ONCE(idx->slot[hole], 0);
 }
 
 /* lock held: unwatch and free mw. */
@@ -254,7 +340,7 @@ static void watch_free(struct mon_watch *mw)
 	WRITE_ONCE(mw->len, 0);
 	seq_end();
 	/* A parent's watch, in a forked child, is no longer the handle's. */
-	umn_unwatch(mon.u, &mw->w);
+	umn_unwatch(segment_of_watch(mw)->u, &mw->w);
 	m->refs = 0;
 	m->state = W_FREE;
 	m->next_free = mon.free_head;
@@ -295,9 +381,9 @@ static struct mon_watch *clock_retire(uint64_t *steps, uint64_t limit)
 
 	while (*steps < limit) {
 		++*steps;
-		mw = &mon.watches[mon.hand];
-		m = &mon.meta[mon.hand];
-		mon.hand = (mon.hand + 1) % mon.max;
+		mw = watch_at(mon.hand);
+		m = meta(mw);
+		mon.hand = (mon.hand + 1) % mon.capacity;
 		if (m->state != W_LIVE && m->state != W_FORKED)
 			continue;
 		if (READ_ONCE(m->referenced)) {
@@ -319,7 +405,7 @@ static struct mon_watch *recycle(void)
 {
 	uint64_t steps = 0;
 
-	return clock_retire(&steps, 2ULL * mon.max);
+	return clock_retire(&steps, 2ULL * mon.capacity);
 }
 
 /*
@@ -338,10 +424,100 @@ static void give_back(uint64_t bytes)
 	struct mon_watch *mw;
 
 	while ((!bytes || given < bytes) &&
-	       (mw = clock_retire(&steps, mon.max)))
+	       (mw = clock_retire(&steps, mon.capacity)))
 		given += mw->len;
 	/* Once done, under the lock still: counted means handled. */
 	stat_add(pressure, 1);
+}
+
+/*
+ * lock held: one more handle of the device, with as many watches as the
+ * others (the first: FIRST_WATCHES), up to max.  Its watches join the
+ * free list.  The index, for twice as many, replaces the old one, which
+ * valid() may still be reading: that one is kept until the process ends
+ * (all of them together are smaller than the new one).
+ */
+static int grow(void)
+{
+	uint32_t size = mon.nsegs ? mon.capacity : FIRST_WATCHES, cap, n;
+	struct umn_attr attr = { 0 };
+	struct retiring *queue = NULL;
+	struct index *idx = NULL;
+	struct segment *s;
+	int ret = -ENOMEM;
+
+	if (mon.grow_refused || mon.nsegs == MAX_HANDLES ||
+	    mon.capacity >= mon.max)
+		return -ENOSPC;
+	if (size > HANDLE_WATCHES)
+		size = HANDLE_WATCHES;
+	if (size > mon.max - mon.capacity)
+		size = mon.max - mon.capacity;
+	for (cap = 2; cap < 2 * (mon.capacity + size); cap *= 2)
+		;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->watches = aligned_alloc(_Alignof(struct mon_watch),
+				   size * sizeof(*s->watches));
+	s->meta = calloc(size, sizeof(*s->meta));
+	idx = calloc(1, sizeof(*idx) + cap * sizeof(idx->slot[0]));
+	queue = calloc(mon.capacity + size, sizeof(*queue));
+	if (s->watches && s->meta && idx && queue) {
+		attr.max_watches = size;
+		ret = umn_open(&s->u, &attr);
+	}
+	if (ret) {
+		/* The first handle is tried again at the next start(). */
+		if (mon.nsegs && ret != -ENOMEM) {
+			mon.grow_refused = true;
+			FI_INFO(&umn_ofi__prov, FI_LOG_MR,
+				"no more watches than %u: the device refused another handle (%s)\n",
+				mon.capacity, strerror(-ret));
+		}
+		free(s->watches);
+		free(s->meta);
+		free(s);
+		free(idx);
+		free(queue);
+		return ret;
+	}
+	memset(s->watches, 0, size * sizeof(*s->watches));
+	s->first = mon.capacity;
+	s->size = size;
+	for (n = 0; n < size; n++)
+		s->meta[n].next_free = n + 1 < size ? s->first + n + 2 :
+				       mon.free_head;
+	if (mon.queued)
+		memcpy(queue, mon.queue, mon.queued * sizeof(*queue));
+	free(mon.queue);
+	mon.queue = queue;
+	idx->mask = cap - 1;
+
+	seq_begin();
+	WRITE_ONCE(mon.segs[mon.nsegs], s);
+	__atomic_store_n(&mon.nsegs, mon.nsegs + 1, __ATOMIC_RELEASE);
+	mon.capacity += size;
+	for (n = 0; n < s->first; n++)
+		if (watch_at(n)->len)
+			index_insert(idx, n);
+	if (mon.index)
+		mon.old_index[mon.nsegs - 2] = mon.index;
+	__atomic_store_n(&mon.index, idx, __ATOMIC_RELEASE);
+	seq_end();
+
+	mon.free_head = s->first + 1;
+	mon.nr_free += size;
+	mon.low_free = mon.capacity / 16;
+	WRITE_ONCE(mon.stats.capacity, mon.capacity);
+	if (mon.nsegs == 1)
+		WRITE_ONCE(mon.stats.abi, umn_features(s->u));
+	FI_INFO(&umn_ofi__prov, FI_LOG_MR,
+		"opened /dev/ummunotify: %s ABI, %u watches (%u in all)\n",
+		mon.stats.abi ? "native" : "2010", size, mon.capacity);
+	/* The thread waits on the new handle too. */
+	kick();
+	return 0;
 }
 
 /* lock held: a new watch of [addr, addr + len). */
@@ -349,16 +525,23 @@ static int watch_new(uint64_t addr, uint64_t len)
 {
 	struct mon_watch *mw;
 	struct mon_meta *m;
+	uint64_t steps = 0;
 	int ret;
 
-	/* Retire ahead, so that the thread frees room before it runs out. */
-	if (mon.nr_free <= mon.low_free)
+	/*
+	 * Room ahead, so that the thread frees some before it runs out: the
+	 * first watch the hand finds cold goes; if a whole turn finds every
+	 * watch in use, a new handle adds room; else the coldest goes.
+	 */
+	if (mon.nr_free <= mon.low_free &&
+	    !clock_retire(&steps, mon.capacity) && grow())
 		recycle();
 	if (!mon.free_head)
 		return -ENOSPC;
-	mw = &mon.watches[mon.free_head - 1];
+	mw = watch_at(mon.free_head - 1);
 	m = meta(mw);
-	ret = umn_watch(mon.u, (void *)(uintptr_t)addr, len, 0, &mw->w);
+	ret = umn_watch(segment_of_watch(mw)->u, (void *)(uintptr_t)addr, len,
+			0, &mw->w);
 	if (ret) {
 		/* The kernel's limits: give one back for the next time. */
 		if (ret == -ENOSPC)
@@ -375,7 +558,7 @@ static int watch_new(uint64_t addr, uint64_t len)
 	WRITE_ONCE(mw->len, len);
 	WRITE_ONCE(mw->word, mw->w.word);
 	WRITE_ONCE(mw->generation, mw->w.generation);
-	index_insert(mw);
+	index_insert(mon.index, number(mw));
 	seq_end();
 	stat_add(watches, 1);
 	return 0;
@@ -401,9 +584,9 @@ static int mon_subscribe(struct fid_mem_monitor *monitor, const void *addr,
 	 */
 	if (mon.wanted && !mon.current && !mon.failed)
 		thread_start();
-	mw = mon.u ? index_find(start, len) : NULL;
+	mw = find(start, len);
 	m = mw ? meta(mw) : NULL;
-	if (!mon.u || mon.failed || (mon.wanted && !mon.current)) {
+	if (!mon.nsegs || mon.failed || (mon.wanted && !mon.current)) {
 		/*
 		 * A parent's watch, in a child whose thread did not start:
 		 * retired, so that the unsubscribe() that follows (2.1) does
@@ -415,7 +598,8 @@ static int mon_subscribe(struct fid_mem_monitor *monitor, const void *addr,
 		ret = -EIO;
 	} else if (!mw) {
 		ret = watch_new(start, len);
-	} else if (m->state == W_LIVE && umn_valid(mon.u, &mw->w)) {
+	} else if (m->state == W_LIVE &&
+		   umn_valid(segment_of_watch(mw)->u, &mw->w)) {
 		m->refs++;
 		stat_add(reused, 1);
 		ret = 0;
@@ -439,7 +623,7 @@ static void mon_unsubscribe(struct fid_mem_monitor *monitor, const void *addr,
 
 	(void)monitor;
 	pthread_mutex_lock(&mon.lock);
-	mw = mon.u ? index_find((uintptr_t)addr, len) : NULL;
+	mw = find((uintptr_t)addr, len);
 	m = mw ? meta(mw) : NULL;
 	/*
 	 * The thread frees a retiring watch; a live one, or a parent's, at its
@@ -459,10 +643,11 @@ static void mon_unsubscribe(struct fid_mem_monitor *monitor, const void *addr,
 static bool mon_valid(struct fid_mem_monitor *monitor, const void *addr,
 		      size_t len)
 {
+	const struct segment *s = NULL;
 	struct umn_watch copy = { 0 };
-	struct mon_watch *mw;
 	struct mon_meta *m;
 	uint64_t seq;
+	uint32_t n;
 
 	(void)monitor;
 	/*
@@ -474,19 +659,21 @@ static bool mon_valid(struct fid_mem_monitor *monitor, const void *addr,
 		return false;
 	do {
 		seq = __atomic_load_n(&mon.seq, __ATOMIC_ACQUIRE);
-		mw = index_find((uintptr_t)addr, len);
-		if (mw) {
-			copy.word = READ_ONCE(mw->word);
-			copy.generation = READ_ONCE(mw->generation);
+		n = index_find((uintptr_t)addr, len);
+		s = n ? segment_of(--n) : NULL;
+		if (s) {
+			copy.word = READ_ONCE(s->watches[n - s->first].word);
+			copy.generation =
+				READ_ONCE(s->watches[n - s->first].generation);
 		}
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	} while ((seq & 1) || READ_ONCE(mon.seq) != seq);
 
-	if (!mw || !umn_valid(mon.u, &copy)) {
+	if (!s || !umn_valid(s->u, &copy)) {
 		stat_add(stale, 1);
 		return false;
 	}
-	m = meta(mw);
+	m = &s->meta[n - s->first];
 	if (!READ_ONCE(m->referenced))
 		WRITE_ONCE(m->referenced, true);
 	return true;
@@ -495,12 +682,18 @@ static bool mon_valid(struct fid_mem_monitor *monitor, const void *addr,
 /* lock held: events were lost, so every watch that reads invalid fired. */
 static void rescan(void)
 {
+	const struct segment *s;
 	struct mon_watch *mw;
+	uint32_t k, i;
 
 	stat_add(overflows, 1);
-	for (mw = mon.watches; mw < mon.watches + mon.max; mw++)
-		if (meta(mw)->state == W_LIVE && !umn_valid(mon.u, &mw->w))
-			retire(mw, mw->addr, mw->addr + mw->len);
+	for (k = 0; k < mon.nsegs; k++) {
+		s = mon.segs[k];
+		for (i = 0, mw = s->watches; i < s->size; i++, mw++)
+			if (s->meta[i].state == W_LIVE &&
+			    !umn_valid(s->u, &mw->w))
+				retire(mw, mw->addr, mw->addr + mw->len);
+	}
 }
 
 /*
@@ -540,34 +733,37 @@ static int by_start(const void *a, const void *b)
 
 /*
  * Pass the retired watches' ranges to notify(), merged where they touch
- * (every call takes libfabric's locks), then free the watches.
+ * (every call takes libfabric's locks), then free the watches; batch by
+ * batch until none is queued.
  */
 static void run_retirements(uint64_t gen)
 {
+	struct retiring batch[RETIRE_BATCH];
 	uint32_t i, j, n;
 	bool stopping;
 	uint64_t end;
 
+next:
 	pthread_mutex_lock(&mon.lock);
 	/* Once stopped, the queue is the next generation's. */
 	if (mon.gen != gen) {
 		pthread_mutex_unlock(&mon.lock);
 		return;
 	}
-	n = mon.queued;
-	memcpy(mon.batch, mon.queue, n * sizeof(*mon.batch));
-	mon.queued = 0;
+	n = mon.queued < RETIRE_BATCH ? mon.queued : RETIRE_BATCH;
+	mon.queued -= n;
+	memcpy(batch, mon.queue + mon.queued, n * sizeof(*batch));
 	pthread_mutex_unlock(&mon.lock);
 	if (!n)
 		return;
 
-	qsort(mon.batch, n, sizeof(*mon.batch), by_start);
+	qsort(batch, n, sizeof(*batch), by_start);
 	pthread_mutex_lock(&mon.notify_lock);
 	for (i = 0; i < n; i = j) {
-		end = mon.batch[i].end;
-		for (j = i + 1; j < n && mon.batch[j].start <= end; j++)
-			if (mon.batch[j].end > end)
-				end = mon.batch[j].end;
+		end = batch[i].end;
+		for (j = i + 1; j < n && batch[j].start <= end; j++)
+			if (batch[j].end > end)
+				end = batch[j].end;
 		/*
 		 * Once stop() ran no cache is on libfabric's list, and the
 		 * mm_list_rwlock notify() takes may be held by a domain
@@ -580,8 +776,8 @@ static void run_retirements(uint64_t gen)
 		if (stopping)
 			continue;
 		mon.fid.import_ops->notify(&mon.fid,
-					   (void *)(uintptr_t)mon.batch[i].start,
-					   end - mon.batch[i].start);
+					   (void *)(uintptr_t)batch[i].start,
+					   end - batch[i].start);
 		stat_add(notified, 1);
 	}
 	pthread_mutex_unlock(&mon.notify_lock);
@@ -589,8 +785,9 @@ static void run_retirements(uint64_t gen)
 	/* Once stopping, stop() freed every watch. */
 	pthread_mutex_lock(&mon.lock);
 	for (i = 0; i < n && mon.gen == gen; i++)
-		watch_free(&mon.watches[mon.batch[i].n]);
+		watch_free(watch_at(batch[i].n));
 	pthread_mutex_unlock(&mon.lock);
+	goto next;
 }
 
 /*
@@ -602,6 +799,7 @@ static void *thread_failed(const char *what, int err, uint64_t gen)
 {
 	static bool said;
 	struct mon_watch *mw;
+	uint32_t n;
 
 	pthread_mutex_lock(&mon.lock);
 	/* A stopped thread's error is not the next generation's. */
@@ -610,9 +808,11 @@ static void *thread_failed(const char *what, int err, uint64_t gen)
 		return NULL;
 	}
 	WRITE_ONCE(mon.failed, true);
-	for (mw = mon.watches; mw < mon.watches + mon.max; mw++)
+	for (n = 0; n < mon.capacity; n++) {
+		mw = watch_at(n);
 		if (meta(mw)->state == W_LIVE || meta(mw)->state == W_FORKED)
 			retire(mw, mw->addr, mw->addr + mw->len);
+	}
 	pthread_mutex_unlock(&mon.lock);
 	stat_add(failures, 1);
 	if (!__atomic_exchange_n(&said, true, __ATOMIC_RELAXED))
@@ -633,7 +833,8 @@ static void *mon_thread(void *p)
 {
 	struct thread_arg arg = *(struct thread_arg *)p;
 	struct umn_event events[EVENT_BATCH];
-	struct pollfd pfd[2];
+	struct pollfd pfd[MAX_HANDLES + 1];
+	uint32_t k, nfds;
 	uint64_t count;
 	bool stopping;
 	int n;
@@ -649,35 +850,49 @@ static void *mon_thread(void *p)
 		pthread_join(arg.prev, NULL);
 	for (;;) {
 		/*
-		 * A batch at a time; in a forked child this reopens first.
-		 * Once stopped, the events are the next thread's.
+		 * Each handle's, a batch at a time; in a forked child each
+		 * reopens first.  Once stopped, the events are the next
+		 * thread's.
 		 */
-		do {
+		for (k = 0, n = 0; n >= 0; k += n < EVENT_BATCH) {
 			pthread_mutex_lock(&mon.lock);
 			stopping = mon.gen != arg.gen;
-			n = stopping ? 0 :
-			    umn_read_events(mon.u, events, EVENT_BATCH);
+			if (stopping || k == mon.nsegs) {
+				pthread_mutex_unlock(&mon.lock);
+				break;
+			}
+			n = umn_read_events(mon.segs[k]->u, events,
+					    EVENT_BATCH);
 			if (n > 0)
 				take_events(events, n);
 			pthread_mutex_unlock(&mon.lock);
-		} while (n == EVENT_BATCH && !stopping);
+		}
 		if (stopping)
 			return NULL;
 		if (n < 0)
 			return thread_failed("reading events", -n, arg.gen);
 		run_retirements(arg.gen);
 
-		pfd[0] = (struct pollfd){ .fd = umn_fd(mon.u), .events = POLLIN };
-		pfd[1] = (struct pollfd){ .fd = mon.kick_fd, .events = POLLIN };
-		if (poll(pfd, 2, -1) < 0 && errno != EINTR)
+		/* The handles grow() adds meanwhile kick: the next round. */
+		pthread_mutex_lock(&mon.lock);
+		nfds = mon.nsegs;
+		for (k = 0; k < nfds; k++)
+			pfd[k] = (struct pollfd){ .fd = umn_fd(mon.segs[k]->u),
+						  .events = POLLIN };
+		pthread_mutex_unlock(&mon.lock);
+		pfd[nfds] = (struct pollfd){ .fd = mon.kick_fd,
+					     .events = POLLIN };
+		if (poll(pfd, nfds + 1, -1) < 0 && errno != EINTR)
 			return thread_failed("poll", errno, arg.gen);
-		if (pfd[0].revents & (POLLERR | POLLHUP | POLLNVAL))
-			return thread_failed("the device", EIO, arg.gen);
+		for (k = 0; k < nfds; k++)
+			if (pfd[k].revents & (POLLERR | POLLHUP | POLLNVAL))
+				return thread_failed("the device", EIO,
+						     arg.gen);
 		/* Else it would spin, or read whatever reused the fd. */
-		if (pfd[1].revents & (POLLERR | POLLNVAL))
+		if (pfd[nfds].revents & (POLLERR | POLLNVAL))
 			return thread_failed("the wakeup eventfd", EIO,
 					     arg.gen);
-		if ((pfd[1].revents & POLLIN) &&
+		if ((pfd[nfds].revents & POLLIN) &&
 		    read(mon.kick_fd, &count, sizeof(count)) < 0 &&
 		    errno != EAGAIN)
 			return thread_failed("the wakeup eventfd", errno,
@@ -758,6 +973,7 @@ static void fork_parent(void)
 static void fork_child(void)
 {
 	struct mon_watch *mw;
+	uint32_t n;
 
 	pthread_mutex_init(&mon.import_lock, NULL);
 	pthread_mutex_init(&mon.notify_lock, NULL);
@@ -769,9 +985,11 @@ static void fork_child(void)
 	mon.alive = false;
 	mon.current = false;
 	mon.queued = 0;
-	for (mw = mon.watches; mw < mon.watches + mon.max; mw++)
+	for (n = 0; n < mon.capacity; n++) {
+		mw = watch_at(n);
 		if (mw->len)
 			meta(mw)->state = W_FORKED;
+	}
 }
 
 /*
@@ -797,7 +1015,7 @@ void umn_ofi__define_params(void)
 	pthread_mutex_lock(&params_lock);
 	if (fi_param_get_int(&umn_ofi__prov, "max_watches", &v) == -FI_ENOENT)
 		fi_param_define(&umn_ofi__prov, "max_watches", FI_PARAM_INT,
-				"Ranges the ummunotify memory monitor watches at once, shared by every MR cache (1 to 16777216, default %u)",
+				"Ranges the ummunotify memory monitor may watch at once, shared by every MR cache; it grows to it as they need (1 to 16777216, default %u)",
 				DEFAULT_WATCHES);
 	pthread_mutex_unlock(&params_lock);
 }
@@ -818,55 +1036,17 @@ static uint32_t max_watches(void)
 	return (uint32_t)v;
 }
 
-/* open_lock held: the watches, once, then the handle (again if it failed). */
+/* open_lock held: the first handle (again if it failed). */
 static int mon_open(void)
 {
-	struct umn_attr attr = { 0 };
-	uint32_t cap, i;
-	struct umn *u;
+	uint32_t max = max_watches();
 	int ret;
 
-	if (!mon.watches) {
-		mon.max = max_watches();
-		for (cap = 2; cap < 2 * mon.max; cap *= 2)
-			;
-		mon.watches = aligned_alloc(_Alignof(struct mon_watch),
-					    mon.max * sizeof(*mon.watches));
-		mon.index = calloc(cap, sizeof(*mon.index));
-		mon.meta = calloc(mon.max, sizeof(*mon.meta));
-		mon.queue = calloc(mon.max, sizeof(*mon.queue));
-		mon.batch = calloc(mon.max, sizeof(*mon.batch));
-		if (!mon.watches || !mon.meta || !mon.index || !mon.queue ||
-		    !mon.batch) {
-			free(mon.watches);
-			free(mon.index);
-			free(mon.meta);
-			free(mon.queue);
-			free(mon.batch);
-			mon.watches = NULL;
-			return -ENOMEM;
-		}
-		memset(mon.watches, 0, mon.max * sizeof(*mon.watches));
-		for (i = 0; i < mon.max; i++)
-			mon.meta[i].next_free = i + 2 <= mon.max ? i + 2 : 0;
-		mon.mask = cap - 1;
-		mon.free_head = 1;
-		mon.nr_free = mon.max;
-		mon.low_free = mon.max / 16;
-	}
-
-	attr.max_watches = mon.max;
-	ret = umn_open(&u, &attr);
-	if (ret)
-		return ret;
-	WRITE_ONCE(mon.stats.abi, umn_features(u));
 	pthread_mutex_lock(&mon.lock);
-	mon.u = u;
+	mon.max = max;
+	ret = grow();
 	pthread_mutex_unlock(&mon.lock);
-	FI_INFO(&umn_ofi__prov, FI_LOG_MR,
-		"opened /dev/ummunotify: %s ABI, %u watches\n",
-		mon.stats.abi ? "native" : "2010", mon.max);
-	return 0;
+	return ret;
 }
 
 /*
@@ -881,6 +1061,7 @@ static int mon_open(void)
 static void mon_stop_thread(void)
 {
 	struct mon_watch *mw;
+	uint32_t n;
 
 	pthread_mutex_lock(&mon.lock);
 	mon.wanted = false;
@@ -890,9 +1071,11 @@ static void mon_stop_thread(void)
 		kick();
 	}
 	WRITE_ONCE(mon.failed, mon.fini);
-	for (mw = mon.watches; mw < mon.watches + mon.max; mw++)
+	for (n = 0; n < mon.capacity; n++) {
+		mw = watch_at(n);
 		if (mw->len)
 			watch_free(mw);
+	}
 	mon.queued = 0;
 	pthread_mutex_unlock(&mon.lock);
 	WRITE_ONCE(mon.stats.started, false);
@@ -925,7 +1108,7 @@ static int mon_start(struct fid_mem_monitor *monitor)
 
 	(void)monitor;
 	pthread_mutex_lock(&mon.open_lock);
-	ret = mon.u ? 0 : mon_open();
+	ret = READ_ONCE(mon.nsegs) ? 0 : mon_open();
 	pthread_mutex_unlock(&mon.open_lock);
 	if (!ret) {
 		pthread_once(&fork_once, register_fork_handlers);

@@ -143,7 +143,7 @@ MON_TESTS	:= $(O)/tests/test-monitor $(call san_tests,test-monitor) \
 		   $(call tsan_tests,test-monitor)
 check-ofi: $(MON_TESTS) $(OFI_LIBS) $(OFI_PROV)
 	@set -e; for t in $(MON_TESTS); do \
-		echo "== $$t"; $$t; \
+		echo "== $$t"; $$t; $$t grow; \
 	done
 	@tests/ofi/installed-ofi.sh $(O)
 

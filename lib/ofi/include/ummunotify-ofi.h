@@ -45,6 +45,7 @@ struct umn_ofi_stats {
 	uint64_t stale;		/* cache hits valid() refused */
 	uint64_t failures;	/* threads stopped on an error: see the man page */
 	uint64_t pressure;	/* kernel requests for memory handled */
+	uint64_t capacity;	/* watches it has room for now (1.1) */
 };
 
 void umn_ofi_stats(struct umn_ofi_stats *stats, size_t size);

@@ -40,27 +40,33 @@ void change(unsigned int first, unsigned int n)
 			      0) == p);
 }
 
-/* Our /dev/ummunotify descriptor, or -1. */
-static int device_fd(void)
+/*
+ * The watches of our /dev/ummunotify descriptors, one per handle of the
+ * monitor, in *watches; how many descriptors.
+ */
+static unsigned int device_fds(unsigned int *watches)
 {
 	char path[300], target[64];
 	DIR *dir = opendir("/proc/self/fd");
+	unsigned int n = 0;
 	struct dirent *d;
-	int fd = -1;
 	ssize_t len;
 
 	CHECK(dir);
-	while (fd < 0 && (d = readdir(dir))) {
+	*watches = 0;
+	while ((d = readdir(dir))) {
 		snprintf(path, sizeof(path), "/proc/self/fd/%s", d->d_name);
 		len = readlink(path, target, sizeof(target) - 1);
 		if (len < 0)
 			continue;
 		target[len] = 0;
-		if (!strcmp(target, "/dev/ummunotify"))
-			fd = atoi(d->d_name);
+		if (strcmp(target, "/dev/ummunotify"))
+			continue;
+		*watches += fd_watches(atoi(d->d_name));
+		n++;
 	}
 	closedir(dir);
-	return fd;
+	return n;
 }
 
 bool pressure(uint64_t bytes)
@@ -71,13 +77,15 @@ bool pressure(uint64_t bytes)
 
 unsigned int device_watches(void)
 {
-	int fd = device_fd();
+	unsigned int watches;
 
-	CHECK(fd >= 0);
-	return fd_watches(fd);
+	CHECK(device_fds(&watches) > 0);
+	return watches;
 }
 
 bool device_opened(void)
 {
-	return device_fd() >= 0;
+	unsigned int watches;
+
+	return device_fds(&watches) > 0;
 }

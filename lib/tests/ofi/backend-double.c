@@ -1,22 +1,26 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * test-monitor on the host: the monitor's umn_open() (wrapped at link
- * time) opens the test double, whose memory is only addresses.
+ * time) opens a test double, whose memory is only addresses, for each of
+ * its handles.
  */
 #include "ofi.h"
 #include "backend.h"
 #include "../check.h"
 
-static struct umn_double *dbl;
-static struct umn *handle;
+static struct umn_double *dbl[32];
+static struct umn *handle[32];
+static unsigned int nr_dbl;
 
 int __wrap_umn_open(struct umn **u, const struct umn_attr *attr);
 int __wrap_umn_open(struct umn **u, const struct umn_attr *attr)
 {
-	int ret = double_open(u, attr, &dbl);
+	int ret;
 
+	CHECK(nr_dbl < sizeof(dbl) / sizeof(dbl[0]));
+	ret = double_open(u, attr, &dbl[nr_dbl]);
 	if (!ret)
-		handle = *u;
+		handle[nr_dbl++] = *u;
 	return ret;
 }
 
@@ -39,30 +43,37 @@ void *page(unsigned int n)
 void change(unsigned int first, unsigned int n)
 {
 	struct fid_mem_monitor *m = umn_ofi__monitor();
+	unsigned int i;
 
-	double_invalidate(dbl, (uintptr_t)page(first),
-			  (uintptr_t)page(first + n), UMN_CAUSE_UNMAP);
-	/*
-	 * The 2010 ABI's reports wake the thread once a check has pulled
-	 * them from the source: any check will do.
-	 */
+	for (i = 0; i < nr_dbl; i++) {
+		double_invalidate(dbl[i], (uintptr_t)page(first),
+				  (uintptr_t)page(first + n), UMN_CAUSE_UNMAP);
+		/* The 2010 ABI's reports wake the thread once pulled. */
+		umn__pull(handle[i]);
+	}
+	/* A check pulls too, as a cache's would. */
 	m->export_ops->valid(m, page(first), PAGE);
 }
 
+/* The kernel asks the first handle, as it asks one file at a time. */
 bool pressure(uint64_t bytes)
 {
-	double_pressure(dbl, bytes);
+	double_pressure(dbl[0], bytes);
 	/* The 2010 ABI's request wakes the thread once pulled. */
-	umn__pull(handle);
+	umn__pull(handle[0]);
 	return true;
 }
 
 unsigned int device_watches(void)
 {
-	return double_watches(dbl);
+	unsigned int i, n = 0;
+
+	for (i = 0; i < nr_dbl; i++)
+		n += double_watches(dbl[i]);
+	return n;
 }
 
 bool device_opened(void)
 {
-	return dbl != NULL;
+	return nr_dbl > 0;
 }

@@ -20,6 +20,11 @@
  *   ofi-stale hold     a registration cached, the program stops itself
  *                      (SIGSTOP) for umnstat --check to look at, and
  *                      exits 0 when continued
+ *   ofi-stale grow     with FI_MR_CACHE_MAX_COUNT above GROW_PAGES: more
+ *                      registrations cached than the monitor's first
+ *                      handle has watches; the pool must grow, retiring
+ *                      none, and a buffer cached after, watched by a
+ *                      later handle, is replaced: the peer reads it
  *   ofi-stale late     a registration cached, the domains are closed
  *                      after every destructor ran, ours and libfabric's
  *                      fi_fini() (from an exit handler registered by a
@@ -303,6 +308,41 @@ static int test_recycle(void)
 	return check("after recycling", buf, 'B', &key);
 }
 
+/* More than the 8192 watches of the monitor's first handle. */
+#define GROW_PAGES	9000
+
+static int test_grow(void)
+{
+	struct umn_ofi_stats before = stats();
+	long page = sysconf(_SC_PAGESIZE);
+	char *pages = mmap(NULL, GROW_PAGES * page, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct fid_mr *mr;
+	uint64_t key;
+	void *buf;
+	int i, ret;
+
+	if (pages == MAP_FAILED)
+		die("mmap", -errno);
+	memset(pages, 1, GROW_PAGES * page);
+	for (i = 0; i < GROW_PAGES; i++) {
+		ret = fab_reg(&owner, pages + i * page, page, &mr);
+		if (ret)
+			die("fi_mr_reg", ret);
+		fi_close(&mr->fid);
+	}
+	printf("ofi-stale: grow: %d pages cached: %llu watches, room for %llu, %llu recycled\n",
+	       GROW_PAGES, (unsigned long long)stats().watches,
+	       (unsigned long long)stats().capacity,
+	       (unsigned long long)(stats().recycled - before.recycled));
+	need(stats().recycled == before.recycled, "watches in use were recycled");
+	need(stats().watches >= GROW_PAGES, "a registration has no watch");
+	buf = map();
+	key = cache(buf, 'A');
+	remap(buf, 'B');
+	return check("after the pool grew", buf, 'B', &key);
+}
+
 /* Run after every destructor: see late.c. */
 static void close_late(void)
 {
@@ -360,8 +400,8 @@ int main(int argc, char **argv)
 
 	if (argc != 2 || (strcmp(argv[1], "remap") &&
 			  strcmp(argv[1], "recycle") && strcmp(argv[1], "late") &&
-			  strcmp(argv[1], "hold"))) {
-		fprintf(stderr, "usage: ofi-stale remap|recycle|late|hold\n");
+			  strcmp(argv[1], "hold") && strcmp(argv[1], "grow"))) {
+		fprintf(stderr, "usage: ofi-stale remap|recycle|late|hold|grow\n");
 		return 2;
 	}
 	if (!prov)
@@ -408,7 +448,8 @@ int main(int argc, char **argv)
 		return test_late();
 	if (!strcmp(argv[1], "hold"))
 		return test_hold();
-	stale = !strcmp(argv[1], "remap") ? test_remap() : test_recycle();
+	stale = !strcmp(argv[1], "remap") ? test_remap() :
+		!strcmp(argv[1], "grow") ? test_grow() : test_recycle();
 	if (ours)
 		printf("ofi-stale: monitor: %llu subscribes (%llu refused), %llu events, %llu ranges notified, %llu hits refused\n",
 		       (unsigned long long)stats().subscribes,

@@ -26,6 +26,8 @@
 #include "../check.h"
 
 #define MAX_WATCHES	512
+/* test-monitor grow: three handles, the third smaller. */
+#define GROW_MAX	20480
 
 static struct fid_mem_monitor *m;
 static struct fi_ops_mem_notify *libfabric_notify;
@@ -911,6 +913,61 @@ static void test_lookups_race_with_changes(void)
 	stop();
 }
 
+/* Range n of many: pages [n % 4088, + 1 + n / 4088), distinct to 20439. */
+static int sub_nth(unsigned int n)
+{
+	return sub(n % 4088, 1 + n / 4088);
+}
+
+static bool valid_nth(unsigned int n)
+{
+	return valid(n % 4088, 1 + n / 4088);
+}
+
+/*
+ * Room for the ranges in use.  At 1/16 free, one turn of the clock's hand
+ * that finds every watch new or found valid since it last passed adds a
+ * handle of the device with as many watches again, up to the maximum; a
+ * watch the turn finds cold is retired instead.  Each handle's changes
+ * reach the caches.  Before, the pool stayed at its first size and the
+ * clock retired watches in use.  Run alone (test-monitor grow), with a
+ * maximum of GROW_MAX: the first handle has 8192 watches.
+ */
+static void test_the_pool_grows_for_the_ranges_in_use(void)
+{
+	unsigned int i, n = 0;
+
+	CHECK_EQ(m->export_ops->start(m), 0);
+	CHECK_EQ(stats().capacity, 8192);
+	/* New, so in use: a second handle. */
+	while (n < 8192 - 512 + 1)
+		CHECK_EQ(sub_nth(n++), 0);
+	CHECK_EQ(stats().capacity, 16384);
+	CHECK_EQ(stats().recycled, 0);
+	CHECK_EQ(device_watches(), n);
+	/* The hand passed them all: one found valid since stays, one cold goes. */
+	CHECK(valid_nth(0));
+	while (n < 16384 - 1024 + 1)
+		CHECK_EQ(sub_nth(n++), 0);
+	CHECK_EQ(stats().capacity, 16384);
+	CHECK(stats().recycled > 0);
+	CHECK(valid_nth(0));
+	/* All found valid: a third handle, of what is left to the maximum. */
+	for (i = 0; i < n; i++)
+		valid_nth(i);
+	WAIT_FOR(stats().watches == n - stats().recycled);
+	while (stats().capacity == 16384 && n < GROW_MAX)
+		CHECK_EQ(sub_nth(n++), 0);
+	CHECK_EQ(stats().capacity, GROW_MAX);
+	/* The newest range's watch is the third handle's. */
+	CHECK(valid_nth(0) && valid_nth(n - 1));
+	/* Every handle's watches fire, and the thread retires them all. */
+	change(0, NR_PAGES);
+	WAIT_FOR(stats().watches == 0);
+	CHECK(!valid_nth(0) && !valid_nth(n - 1));
+	stop();
+}
+
 /* libfabric's fi_fini() asserts (debug builds) that the import is closed. */
 static void test_closing_lets_libfabric_import_again(void)
 {
@@ -920,16 +977,20 @@ static void test_closing_lets_libfabric_import_again(void)
 	interpose();
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	bool grow = argc > 1 && !strcmp(argv[1], "grow");
 	struct fi_info *info = NULL;
+	char max[16];
 
 	seed_rng("test-monitor");
 	backend_setup();
 	setenv("FI_MR_CACHE_MONITOR", "memhooks", 1);
 	CHECK_EQ(umn_ofi_import(), -EPERM);
 	unsetenv("FI_MR_CACHE_MONITOR");
-	setenv("FI_UMMUNOTIFY_MAX_WATCHES", "512", 1);
+	/* The maximum is read once: the pool's growth runs on its own. */
+	snprintf(max, sizeof(max), "%u", grow ? GROW_MAX : MAX_WATCHES);
+	setenv("FI_UMMUNOTIFY_MAX_WATCHES", max, 1);
 	CHECK_EQ(umn_ofi_import(), 0);
 	CHECK_EQ(umn_ofi_import(), 0);
 	/* libfabric sets up its monitors (notify()'s lists) at fi_ini(). */
@@ -947,6 +1008,11 @@ int main(void)
 	CHECK(device_opened());
 	CHECK(stats().started);
 	stop();
+	if (grow) {
+		test_the_pool_grows_for_the_ranges_in_use();
+		printf("test-monitor grow: ok\n");
+		return 0;
+	}
 
 	test_a_range_has_one_watch_shared_by_its_subscribers();
 	test_a_changed_range_refuses_subscribers();
