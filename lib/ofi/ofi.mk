@@ -142,10 +142,13 @@ $(O)/tests/tsan/test-monitor: $(MON_TEST_DEPS) tests/ofi/backend-double.c
 MON_TESTS	:= $(O)/tests/test-monitor $(call san_tests,test-monitor) \
 		   $(call tsan_tests,test-monitor)
 check-ofi: $(MON_TESTS) $(OFI_LIBS) $(OFI_PROV)
-	@set -e; for t in $(MON_TESTS); do \
-		echo "== $$t"; $$t; $$t grow; \
-	done
-	@tests/ofi/installed-ofi.sh $(O)
+	@st=0; for t in $(MON_TESTS); do \
+		$(tap) "$${t#$(O)/tests/}" $$t || st=1; \
+		$(tap) "$${t#$(O)/tests/} grow" $$t grow || st=1; \
+	done; \
+	$(call say_no_san,test-monitor) $(call say_no_tsan,test-monitor) \
+	$(tap) installed-ofi.sh tests/ofi/installed-ofi.sh $(O) || st=1; \
+	exit $$st
 
 guest-tests: $(O)/tests/ofi-monitor
 

@@ -57,7 +57,7 @@ install-ucx: $(UCX_LIBS)
 	install -m 644 ucx/man/*.7 $(DESTDIR)$(MANDIR)/man7/
 
 check-ucx: $(UCX_LIBS)
-	@tests/ucx/installed-ucx.sh $(O)
+	@$(tap) installed-ucx.sh tests/ucx/installed-ucx.sh $(O)
 
 # The UCP stale-data test: a plain UCP program, run with the library
 # preloaded (and without, the control).  It links libibverbs only to

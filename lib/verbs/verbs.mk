@@ -88,10 +88,12 @@ $(O)/tests/san/test-mr-cache: $(MR_TEST_DEPS)
 
 MR_TESTS	:= $(O)/tests/test-mr-cache $(call san_tests,test-mr-cache)
 check-verbs: $(VERBS_LIBS) $(MR_TESTS)
-	@set -e; for t in $(MR_TESTS); do \
-		echo "== $$t"; $$t; \
-	done
-	@tests/rdma/installed-verbs.sh $(O)
+	@st=0; for t in $(MR_TESTS); do \
+		$(tap) "$${t#$(O)/tests/}" $$t || st=1; \
+	done; \
+	$(call say_no_san,test-mr-cache) \
+	$(tap) installed-verbs.sh tests/rdma/installed-verbs.sh $(O) || st=1; \
+	exit $$st
 
 # The guest test, against the built library objects as a program would be
 # (the objects, not the archive: the test double uses the library's

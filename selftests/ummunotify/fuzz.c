@@ -3134,8 +3134,11 @@ static bool counts_back_to_zero(char *why, size_t len)
 	long long files = -1, regions = -1;
 	int i;
 
-	/* A file's last reference may go a moment after its process. */
-	for (i = 0; i < 50; i++) {
+	/*
+	 * A file's last reference may go a moment after its process, or
+	 * longer on a loaded debug kernel: 30 s, as hardening_test allows.
+	 */
+	for (i = 0; i < 300; i++) {
 		files = sysfs("files");
 		regions = sysfs("regions");
 		if (!files && !regions)

@@ -147,7 +147,7 @@ int main(int argc, char **argv)
 	size_t len = argc > 1 ? strtoul(argv[1], NULL, 0) : 1 << 20;
 	int rounds = argc > 2 ? atoi(argv[2]) : 20;
 	int ucx = argc > 3 && !strcmp(argv[3], "ucx");
-	int rank, size, bad_reuse, bad_replace, stale = 0;
+	int rank, size, bad_reuse, bad_replace, stale = 0, patched;
 	unsigned long regs[3];
 	char prefix[32];
 	double reuse, replace;
@@ -177,6 +177,13 @@ int main(int argc, char **argv)
 			printf("%s: registrations: first round %lu, reused rounds after it %lu, replaced rounds %lu\n",
 			       prefix, regs[1] - regs[0], regs[2] - regs[1],
 			       ucx_registrations - regs[2]);
+		fflush(stdout);
+	} else {
+		/* libfabric's memhooks, in this rank, patches libc's munmap(). */
+		patched = libc_patched("munmap", (void *)munmap);
+		printf("mpi-remap: rank %d: libc's munmap: %s\n", rank,
+		       patched < 0 ? "cannot tell" :
+		       patched ? "patched" : "not patched");
 		fflush(stdout);
 	}
 	if (rank == 1) {
