@@ -255,8 +255,6 @@ static void umn_show_fdinfo(struct seq_file *m, struct file *filp)
 	spin_lock(&file->lock);
 	seq_printf(m, "features:\t%#x\n", READ_ONCE(file->features));
 	seq_printf(m, "regions:\t%u\n", READ_ONCE(file->nr_regions));
-	/* Changed under all_lock: a snapshot will do. */
-	seq_printf(m, "whole_space:\t%u\n", READ_ONCE(file->nr_all));
 	seq_printf(m, "slots:\t%u\n", file->nr_slots);
 	seq_printf(m, "ring_entries:\t%u\n",
 		   file->ring ? file->ring_mask + 1 : 0);
@@ -267,6 +265,10 @@ static void umn_show_fdinfo(struct seq_file *m, struct file *filp)
 	seq_printf(m, "released:\t%d\n", file->released);
 	seq_printf(m, "user_watches:\t%ld\n", umn_user_watches(file));
 	seq_printf(m, "user_pages:\t%ld\n", umn_user_pages(file));
+	/* Changed under all_lock: a snapshot will do. */
+	seq_printf(m, "whole_space:\t%u\n", READ_ONCE(file->nr_all));
+	/* In the reader's pid namespace; 0 where it is not seen, or gone. */
+	seq_printf(m, "opener:\t%d\n", pid_vnr(file->opener));
 	spin_unlock(&file->lock);
 }
 

@@ -60,6 +60,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rdma/fabric.h>
@@ -77,6 +78,7 @@
 #define DEFAULT_WATCHES	65536
 #define FIRST_WATCHES	8192		/* the first handle's */
 #define HANDLE_WATCHES	(1U << 20)	/* the module's default max_regions */
+#define MAX_REGIONS	"/sys/module/ummunotify/parameters/max_regions"
 #define MAX_HANDLES	32
 #define EVENT_BATCH	256
 #define RETIRE_BATCH	1024
@@ -111,7 +113,8 @@ struct mon_meta {
 
 /*
  * The watches of one handle of the device, numbered from first on: made
- * by grow(), never changed after, kept until the process ends.
+ * by grow(), never changed after but for hand, kept until the process
+ * ends.
  */
 struct segment {
 	struct umn *u;
@@ -119,6 +122,7 @@ struct segment {
 	struct mon_meta *meta;
 	uint32_t first;
 	uint32_t size;
+	uint32_t hand;		/* give_back()'s clock, under the lock */
 };
 
 /* Open addressing by (addr, len), linear probing: watch number + 1, or 0. */
@@ -147,11 +151,13 @@ static struct monitor {
 	uint32_t nsegs;
 	uint32_t capacity;		/* watches in the segments */
 	uint32_t max;			/* the capacity may grow to it */
-	bool grow_refused;		/* the module refused a handle */
+	bool grow_refused;		/* the module refused a handle or a watch */
+	time_t pressure_at;		/* the kernel's last request for memory */
 	struct index *index;		/* for twice the capacity */
 	struct index *old_index[MAX_HANDLES];	/* valid() may read them */
 	uint32_t free_head;		/* watch number + 1, or 0 */
 	uint32_t nr_free;
+	uint32_t nr_retiring;		/* free once the thread is done */
 	uint32_t low_free;		/* make room when nr_free falls to it */
 	uint32_t hand;			/* clock */
 	struct retiring *queue;		/* retired, to notify: capacity */
@@ -341,6 +347,8 @@ static void watch_free(struct mon_watch *mw)
 	seq_end();
 	/* A parent's watch, in a forked child, is no longer the handle's. */
 	umn_unwatch(segment_of_watch(mw)->u, &mw->w);
+	if (m->state == W_RETIRING)
+		mon.nr_retiring--;
 	m->refs = 0;
 	m->state = W_FREE;
 	m->next_free = mon.free_head;
@@ -364,26 +372,30 @@ static void kick(void)
 static void retire(struct mon_watch *mw, uint64_t start, uint64_t end)
 {
 	meta(mw)->state = W_RETIRING;
+	mon.nr_retiring++;
 	mon.queue[mon.queued++] = (struct retiring){ start, end, number(mw) };
 	kick();
 }
 
 /*
- * lock held: the clock's hand moves on from the watch it points to, for
- * as long as *steps stays under limit, and retires the first live watch
- * not found valid since the hand last passed it (those found valid lose
- * that mark as it passes): it, or NULL.
+ * lock held: a clock's hand, over the watches numbered [first, first +
+ * size), moves on from the watch it points to, for as long as *steps
+ * stays under limit, and retires the first live watch not found valid
+ * since a hand last passed it (those found valid lose that mark as it
+ * passes): it, or NULL.
  */
-static struct mon_watch *clock_retire(uint64_t *steps, uint64_t limit)
+static struct mon_watch *clock_retire(uint32_t *hand, uint32_t first,
+				      uint32_t size, uint64_t *steps,
+				      uint64_t limit)
 {
 	struct mon_watch *mw;
 	struct mon_meta *m;
 
 	while (*steps < limit) {
 		++*steps;
-		mw = watch_at(mon.hand);
+		mw = watch_at(first + *hand);
 		m = meta(mw);
-		mon.hand = (mon.hand + 1) % mon.capacity;
+		*hand = (*hand + 1) % size;
 		if (m->state != W_LIVE && m->state != W_FORKED)
 			continue;
 		if (READ_ONCE(m->referenced)) {
@@ -405,41 +417,69 @@ static struct mon_watch *recycle(void)
 {
 	uint64_t steps = 0;
 
-	return clock_retire(&steps, 2ULL * mon.capacity);
+	return clock_retire(&mon.hand, 0, mon.capacity, &steps,
+			    2ULL * mon.capacity);
+}
+
+static time_t now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
+	return t.tv_sec;
 }
 
 /*
- * lock held: the kernel asks for bytes of memory back (0: all it can).
- * libfabric's caches pin what they registered, and notify() is the one
- * way to make them let go: retire the watches not found valid since the
- * hand last passed, in its order, until their ranges add up to what was
- * asked, and libfabric deregisters the entries that relied on them.
- * One turn of the hand at most: a range hit since its last turn stays,
- * since it would only be registered again at once, pinning the same
- * pages.
+ * lock held: the kernel asks handle s for bytes of memory back (0: all
+ * it can); it asks each file of the process in turn.  libfabric's caches
+ * pin what they registered, and notify() is the one way to make them let
+ * go: retire the watches of s not found valid since a hand last passed,
+ * in the order of its own hand, until their ranges add up to what was
+ * asked, and libfabric deregisters the entries that relied on them.  One
+ * turn of that hand at most: a range hit since stays, since it would only
+ * be registered again at once, pinning the same pages.
  */
-static void give_back(uint64_t bytes)
+static void give_back(struct segment *s, uint64_t bytes)
 {
 	uint64_t given = 0, steps = 0;
 	struct mon_watch *mw;
 
 	while ((!bytes || given < bytes) &&
-	       (mw = clock_retire(&steps, mon.capacity)))
+	       (mw = clock_retire(&s->hand, s->first, s->size, &steps,
+				  s->size)))
 		given += mw->len;
+	mon.pressure_at = now();
 	/* Once done, under the lock still: counted means handled. */
 	stat_add(pressure, 1);
 }
 
+/* The module's bound on the watches of one file, or its default. */
+static uint32_t max_regions(void)
+{
+	FILE *f = fopen(MAX_REGIONS, "re");
+	unsigned int v = 0;
+
+	if (f) {
+		if (fscanf(f, "%u", &v) != 1)
+			v = 0;
+		fclose(f);
+	}
+	return v ? v : HANDLE_WATCHES;
+}
+
 /*
  * lock held: one more handle of the device, with as many watches as the
- * others (the first: FIRST_WATCHES), up to max.  Its watches join the
- * free list.  The index, for twice as many, replaces the old one, which
- * valid() may still be reading: that one is kept until the process ends
- * (all of them together are smaller than the new one).
+ * others (the first: FIRST_WATCHES), up to max and to the module's bound
+ * on one file.  Its watches join the free list.  The index, for twice as
+ * many, replaces the old one, which valid() may still be reading: that
+ * one is kept until the process ends (all of them together are smaller
+ * than the new one).  Not within two seconds of the kernel's last request
+ * for memory: a handle's memory is charged to the cgroup it reclaims.
  */
 static int grow(void)
 {
 	uint32_t size = mon.nsegs ? mon.capacity : FIRST_WATCHES, cap, n;
+	uint32_t bound = max_regions();
 	struct umn_attr attr = { 0 };
 	struct retiring *queue = NULL;
 	struct index *idx = NULL;
@@ -447,10 +487,11 @@ static int grow(void)
 	int ret = -ENOMEM;
 
 	if (mon.grow_refused || mon.nsegs == MAX_HANDLES ||
-	    mon.capacity >= mon.max)
+	    mon.capacity >= mon.max ||
+	    (mon.nsegs && mon.pressure_at && now() - mon.pressure_at < 2))
 		return -ENOSPC;
-	if (size > HANDLE_WATCHES)
-		size = HANDLE_WATCHES;
+	if (size > bound)
+		size = bound;
 	if (size > mon.max - mon.capacity)
 		size = mon.max - mon.capacity;
 	for (cap = 2; cap < 2 * (mon.capacity + size); cap *= 2)
@@ -469,7 +510,7 @@ static int grow(void)
 	}
 	if (ret) {
 		/* The first handle is tried again at the next start(). */
-		if (mon.nsegs && ret != -ENOMEM) {
+		if (mon.nsegs) {
 			mon.grow_refused = true;
 			FI_INFO(&umn_ofi__prov, FI_LOG_MR,
 				"no more watches than %u: the device refused another handle (%s)\n",
@@ -492,15 +533,16 @@ static int grow(void)
 		memcpy(queue, mon.queue, mon.queued * sizeof(*queue));
 	free(mon.queue);
 	mon.queue = queue;
+	/* Private until published: no reader sees it half built. */
 	idx->mask = cap - 1;
+	for (n = 0; n < s->first; n++)
+		if (watch_at(n)->len)
+			index_insert(idx, n);
 
 	seq_begin();
 	WRITE_ONCE(mon.segs[mon.nsegs], s);
 	__atomic_store_n(&mon.nsegs, mon.nsegs + 1, __ATOMIC_RELEASE);
 	mon.capacity += size;
-	for (n = 0; n < s->first; n++)
-		if (watch_at(n)->len)
-			index_insert(idx, n);
 	if (mon.index)
 		mon.old_index[mon.nsegs - 2] = mon.index;
 	__atomic_store_n(&mon.index, idx, __ATOMIC_RELEASE);
@@ -514,10 +556,27 @@ static int grow(void)
 		WRITE_ONCE(mon.stats.abi, umn_features(s->u));
 	FI_INFO(&umn_ofi__prov, FI_LOG_MR,
 		"opened /dev/ummunotify: %s ABI, %u watches (%u in all)\n",
-		mon.stats.abi ? "native" : "2010", size, mon.capacity);
+		umn_features(s->u) ? "native" : "2010", size, mon.capacity);
 	/* The thread waits on the new handle too. */
 	kick();
 	return 0;
+}
+
+/*
+ * lock held, at 1/16 free: room ahead, so that the thread frees some
+ * before it runs out.  The first watch the hand finds cold goes.  If a
+ * whole turn finds every watch in use, and the retirements under way will
+ * not free enough, the pool grows; where it cannot, the coldest goes.
+ */
+static void make_room(void)
+{
+	uint64_t steps = 0;
+
+	if (clock_retire(&mon.hand, 0, mon.capacity, &steps, mon.capacity) ||
+	    mon.nr_free + mon.nr_retiring > mon.low_free)
+		return;
+	if (grow())
+		recycle();
 }
 
 /* lock held: a new watch of [addr, addr + len). */
@@ -525,17 +584,10 @@ static int watch_new(uint64_t addr, uint64_t len)
 {
 	struct mon_watch *mw;
 	struct mon_meta *m;
-	uint64_t steps = 0;
 	int ret;
 
-	/*
-	 * Room ahead, so that the thread frees some before it runs out: the
-	 * first watch the hand finds cold goes; if a whole turn finds every
-	 * watch in use, a new handle adds room; else the coldest goes.
-	 */
-	if (mon.nr_free <= mon.low_free &&
-	    !clock_retire(&steps, mon.capacity) && grow())
-		recycle();
+	if (mon.nr_free <= mon.low_free)
+		make_room();
 	if (!mon.free_head)
 		return -ENOSPC;
 	mw = watch_at(mon.free_head - 1);
@@ -543,9 +595,14 @@ static int watch_new(uint64_t addr, uint64_t len)
 	ret = umn_watch(segment_of_watch(mw)->u, (void *)(uintptr_t)addr, len,
 			0, &mw->w);
 	if (ret) {
-		/* The kernel's limits: give one back for the next time. */
-		if (ret == -ENOSPC)
+		/*
+		 * The kernel's limits: give one back for the next time;
+		 * more handles would only cost memory.
+		 */
+		if (ret == -ENOSPC) {
+			mon.grow_refused = true;
 			recycle();
+		}
 		return ret;
 	}
 	mon.free_head = m->next_free;
@@ -697,21 +754,24 @@ static void rescan(void)
 }
 
 /*
- * lock held: the watches events name.  Read under the lock that unwatch
- * takes, an event's watch is the one it fired for.
+ * lock held: the watches events of handle s name.  Read under the lock
+ * that unwatch takes, an event's watch is the one it fired for.  Lost
+ * events set *overflow: every watch is rechecked once after the round
+ * (a forked child's reopen loses each handle's).
  */
-static void take_events(const struct umn_event *ev, int n)
+static void take_events(struct segment *s, const struct umn_event *ev,
+			int n, bool *overflow)
 {
 	struct mon_watch *mw;
 	int i;
 
 	for (i = 0; i < n; i++) {
 		if (ev[i].cause == UMN_CAUSE_OVERFLOW) {
-			rescan();
+			*overflow = true;
 			continue;
 		}
 		if (ev[i].cause == UMN_CAUSE_PRESSURE) {
-			give_back(ev[i].value);
+			give_back(s, ev[i].value);
 			continue;
 		}
 		if (!ev[i].watch)
@@ -834,6 +894,7 @@ static void *mon_thread(void *p)
 	struct thread_arg arg = *(struct thread_arg *)p;
 	struct umn_event events[EVENT_BATCH];
 	struct pollfd pfd[MAX_HANDLES + 1];
+	bool overflow;
 	uint32_t k, nfds;
 	uint64_t count;
 	bool stopping;
@@ -854,17 +915,20 @@ static void *mon_thread(void *p)
 		 * reopens first.  Once stopped, the events are the next
 		 * thread's.
 		 */
+		overflow = false;
 		for (k = 0, n = 0; n >= 0; k += n < EVENT_BATCH) {
 			pthread_mutex_lock(&mon.lock);
 			stopping = mon.gen != arg.gen;
 			if (stopping || k == mon.nsegs) {
+				if (!stopping && overflow)
+					rescan();
 				pthread_mutex_unlock(&mon.lock);
 				break;
 			}
 			n = umn_read_events(mon.segs[k]->u, events,
 					    EVENT_BATCH);
 			if (n > 0)
-				take_events(events, n);
+				take_events(mon.segs[k], events, n, &overflow);
 			pthread_mutex_unlock(&mon.lock);
 		}
 		if (stopping)
@@ -985,6 +1049,7 @@ static void fork_child(void)
 	mon.alive = false;
 	mon.current = false;
 	mon.queued = 0;
+	mon.nr_retiring = 0;
 	for (n = 0; n < mon.capacity; n++) {
 		mw = watch_at(n);
 		if (mw->len)
@@ -1235,6 +1300,10 @@ static void close_import(bool fini)
 	if (active && fini) {
 		mon.fini = true;
 		WRITE_ONCE(mon.failed, true);
+		/* umnstat --check: it runs on, caching nothing. */
+		if (mon.alive)
+			pthread_setname_np(mon.thread,
+					   UMN_OFI_FAILED_THREAD_NAME);
 	}
 	pthread_mutex_unlock(&mon.lock);
 	/*

@@ -1171,6 +1171,7 @@ TEST_F(native, watch_all_watches_of_a_file_are_bounded)
 	}
 	EXPECT_EQ(16, n);
 	EXPECT_EQ(16, fdinfo(self->u.fd, "whole_space"));
+	EXPECT_EQ(getpid(), fdinfo(self->u.fd, "opener"));
 	w.user_cookie = 999;
 	EXPECT_EQ(-ENOSPC, uioctl(self->u.fd, UMMUNOTIFY_WATCH, &w));
 	EXPECT_EQ(0, unwatch(self->u.fd, 100));
@@ -1909,6 +1910,8 @@ TEST_F(native, a_forked_child_gets_eperm_from_every_native_call)
 					   self->u.p.head_offset));
 		EXPECT_EQ(1, poll(&pfd, 1, 0));
 		EXPECT_EQ(POLLERR, pfd.revents);
+		/* Not the child's file: umnstat --check tells them apart. */
+		EXPECT_EQ(getppid(), fdinfo(self->u.fd, "opener"));
 		_exit(_metadata->passed ? 0 : 1);
 	}
 	ASSERT_EQ(0, wait_child(pid));

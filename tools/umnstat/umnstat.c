@@ -545,9 +545,10 @@ struct process {
 	pid_t pid;
 	char **maps;		/* the files it maps, each once */
 	size_t nmaps;
-	char *env;		/* NUL-separated, as /proc shows it */
+	char *env;		/* its initial environment, NUL-separated */
 	size_t env_len;
 	pid_t monitor_tid;	/* the OFI monitor's thread, or 0 */
+	bool monitor_failed;	/* ... named so after fi_fini() */
 };
 
 /* The mapped files whose name starts with prefix: the first in *first. */
@@ -612,10 +613,10 @@ static bool read_process(struct process *p, pid_t pid)
 		p->maps[p->nmaps++] = xstrdup(name);
 	}
 	free(line);
-	/* A read error (the process went, or ptrace access was refused). */
+	/* A read error (ptrace access refused), or nothing (a kernel thread). */
 	if (ferror(f) || !p->nmaps) {
+		errno = ferror(f) ? EACCES : ESRCH;
 		fclose(f);
-		errno = errno ?: ESRCH;
 		return false;
 	}
 	fclose(f);
@@ -642,9 +643,14 @@ static bool read_process(struct process *p, pid_t pid)
 		if (!isdigit((unsigned char)d->d_name[0]))
 			continue;
 		snprintf(task, sizeof(task), "%s/%s/comm", path, d->d_name);
-		if (read_file(task, comm, sizeof(comm)) &&
-		    !strcmp(strtok(comm, "\n") ?: "", UMN_OFI_THREAD_NAME))
+		if (!read_file(task, comm, sizeof(comm)))
+			continue;
+		comm[strcspn(comm, "\n")] = '\0';
+		if (!strcmp(comm, UMN_OFI_THREAD_NAME) ||
+		    !strcmp(comm, UMN_OFI_FAILED_THREAD_NAME)) {
 			p->monitor_tid = atoi(d->d_name);
+			p->monitor_failed = strcmp(comm, UMN_OFI_THREAD_NAME);
+		}
 	}
 	if (tasks)
 		closedir(tasks);
@@ -659,89 +665,159 @@ static void free_process(struct process *p)
 	free(p->env);
 }
 
-/* The first file of the device with (or without) a whole-space watch. */
-static const struct open_file *device_file(const struct snapshot *s,
-					   bool whole_space)
-{
-	for (size_t i = 0; i < s->nfiles; i++) {
-		const char *v = fields_get(&s->files[i].info, "whole_space");
+/* What a check finds of one library's caches, worst last. */
+enum verdict { USES, NO_CACHE, CANNOT_TELL, DOES_NOT };
 
-		/* A module before 1.2.0 does not say: any file will do. */
-		if (!v || (strcmp(v, "0") != 0) == whole_space)
-			return &s->files[i];
+/*
+ * The process's own files of the device, opened by it (not inherited
+ * across fork() nor passed by another process): one with a whole-space
+ * watch (libummunotify-ucx's) and one without, each NULL if none.  False
+ * if the kernel does not say (a module before 1.2.0, or fdinfo hidden
+ * from this user).
+ */
+static bool own_files(const struct snapshot *s, pid_t pid,
+		      const struct open_file **range,
+		      const struct open_file **whole)
+{
+	*range = *whole = NULL;
+	for (size_t i = 0; i < s->nfiles; i++) {
+		const struct open_file *f = &s->files[i];
+		const char *opener = fields_get(&f->info, "opener");
+		const char *all = fields_get(&f->info, "whole_space");
+
+		if (!opener || !all)
+			return false;
+		if (atoi(opener) != pid)
+			continue;
+		if (strcmp(all, "0"))
+			*whole = *whole ?: f;
+		else
+			*range = *range ?: f;
 	}
+	return true;
+}
+
+/* MR caching off in the initial environment: nothing to watch. */
+static const char *no_cache(const struct process *p)
+{
+	static const char *const knobs[] = { "FI_MR_CACHE_MAX_COUNT",
+					     "FI_MR_CACHE_MAX_SIZE" };
+	const char *v;
+
+	for (size_t i = 0; i < sizeof(knobs) / sizeof(*knobs); i++)
+		if ((v = proc_getenv(p, knobs[i])) && !strcmp(v, "0"))
+			return knobs[i];
 	return NULL;
 }
 
-/* libfabric's verdict: true if its caches use the monitor. */
-static bool check_libfabric(const struct process *p, const struct snapshot *s)
+/* libfabric's verdict. */
+static enum verdict check_libfabric(const struct process *p, bool told,
+				    const struct open_file *f)
 {
-	const char *fabric, *provider, *path, *chosen;
-	const struct open_file *f = device_file(s, false);
+	const char *fabric, *provider, *path, *chosen, *off = no_cache(p);
 	size_t copies = mapped(p, "libfabric.so", &fabric);
 
 	/* A program that links libfabric statically has only the thread. */
 	if (!copies && !p->monitor_tid)
-		return true;
+		return USES;
 	mapped(p, "libummunotify-ofi.so", &provider);
 	path = proc_getenv(p, "FI_PROVIDER_PATH");
 	chosen = proc_getenv(p, "FI_MR_CACHE_MONITOR");
 	printf("libfabric %s: ", fabric ?: "(linked into the program)");
+	if (copies > 1) {
+		printf("cannot tell: %zu libfabric libraries are mapped, and an import goes to one of them\n",
+		       copies);
+		return CANNOT_TELL;
+	}
+	if (p->monitor_tid && p->monitor_failed) {
+		printf("not ummunotify: the monitor failed (fi_fini() ran while a cache used it), and registrations are not cached (thread %d)\n",
+		       (int)p->monitor_tid);
+		return DOES_NOT;
+	}
 	if (p->monitor_tid) {
 		printf("ummunotify: the monitor runs (thread %d", (int)p->monitor_tid);
 		if (f)
 			printf(", fd %d", f->fd);
 		printf(")\n");
-		return true;
+		return USES;
+	}
+	if (off) {
+		printf("no MR cache: %s=0 in its initial environment turns libfabric's cache off\n",
+		       off);
+		return NO_CACHE;
 	}
 	printf("not ummunotify: ");
-	if (copies > 1)
-		printf("%zu libfabric libraries are mapped, and an import goes to one of them; ",
-		       copies);
 	if (!provider && path)
-		printf("libfabric did not load the provider (FI_PROVIDER_PATH=%s)\n",
+		printf("libfabric did not load the provider (FI_PROVIDER_PATH=%s in its initial environment)\n",
 		       path);
 	else if (!provider)
-		printf("libfabric did not load the provider (not in its own provider directory; FI_PROVIDER_PATH is not set)\n");
+		printf("libfabric did not load the provider (not in its own provider directory; no FI_PROVIDER_PATH in its initial environment)\n");
 	else if (chosen && *chosen && strcmp(chosen, "ummunotify"))
-		printf("FI_MR_CACHE_MONITOR=%s keeps libfabric's own monitor\n",
+		printf("FI_MR_CACHE_MONITOR=%s in its initial environment keeps libfabric's own monitor\n",
 		       chosen);
-	else if (f)
-		printf("the monitor's thread stopped on an error, and registrations are not cached (the process's standard error says why)\n");
+	else if (f || !told)
+		printf("the provider is loaded, and no MR cache uses the monitor now: every domain closed, or the monitor's thread stopped on an error (its standard error says so)\n");
 	else
 		printf("the provider is loaded, but no MR cache uses the monitor (the first verbs domain starts it; FI_LOG_LEVEL=warn says why it could not)\n");
-	return false;
+	return DOES_NOT;
 }
 
-/* UCX's verdict: true if libummunotify-ucx feeds its caches. */
-static bool check_ucx(const struct process *p, const struct snapshot *s)
+/* UCX's verdict. */
+static enum verdict check_ucx(const struct process *p, bool told,
+			      const struct open_file *f)
 {
-	const struct open_file *f = device_file(s, true);
 	const char *ucs, *lib;
 
 	if (!mapped(p, "libucs.so", &ucs))
-		return true;
+		return USES;
 	printf("UCX %s: ", ucs);
 	if (!mapped(p, "libummunotify-ucx.so", &lib)) {
 		printf("not ummunotify: libummunotify-ucx is not loaded, and UCX's own hooks are in use (see ummunotify-ucx(7))\n");
-		return false;
+		return DOES_NOT;
+	}
+	if (!told) {
+		printf("cannot tell: libummunotify-ucx is loaded, but the module does not say which files are its (before 1.2.0, or not to this user)\n");
+		return CANNOT_TELL;
 	}
 	if (!f) {
 		printf("not ummunotify: libummunotify-ucx is loaded but not active (it refused this UCX, /dev/" DEVICE " did not open, or no cache was made yet: UCX_LOG_LEVEL=info says which), and UCX's own hooks are in use\n");
-		return false;
+		return DOES_NOT;
 	}
 	printf("ummunotify: libummunotify-ucx feeds UCX's caches (fd %d)\n", f->fd);
-	return true;
+	return USES;
 }
 
-/* Exit status: 0 if every cache found uses the device, else 3 (or 1, 2). */
+/* When the process started, from /proc/PID/stat; 0 if it is gone. */
+static unsigned long long start_time(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long t = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	/* After the command, which may hold spaces: field 22. */
+	if (read_file(path, buf, sizeof(buf)) && (p = strrchr(buf, ')')) &&
+	    sscanf(p + 2, "%*c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu",
+		   &t) != 1)
+		t = 0;
+	return t;
+}
+
+/*
+ * Exit status: 0 if every cache found uses the device (or caching is
+ * off), 3 if one does not, 4 if that cannot be told; 1 without the
+ * module, 2 if the process cannot be read or changed meanwhile.
+ */
 static int check(pid_t pid)
 {
+	const struct open_file *range, *whole;
+	unsigned long long started = start_time(pid);
+	enum verdict worst = USES, v;
 	const char *ignored;
+	char comm[64] = "?", path[64];
 	struct process p;
 	struct snapshot s;
-	char comm[64] = "?", path[64];
-	int ret = 0;
+	bool told;
+	int ret;
 
 	if (!read_process(&p, pid)) {
 		fprintf(stderr, "umnstat: cannot read the mappings of process %d: %s%s\n",
@@ -753,6 +829,14 @@ static int check(pid_t pid)
 	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
 	if (read_file(path, comm, sizeof(comm)))
 		comm[strcspn(comm, "\n")] = '\0';
+	/* An exit, or an exec and the pid reused, between the reads. */
+	if (!started || start_time(pid) != started) {
+		fprintf(stderr, "umnstat: process %d changed while it was read\n",
+			(int)pid);
+		ret = 2;
+		goto out;
+	}
+	told = own_files(&s, pid, &range, &whole);
 	printf("process %d (%s): ", (int)pid, comm);
 	if (!s.loaded)
 		printf("the module is not loaded\n");
@@ -761,17 +845,17 @@ static int check(pid_t pid)
 	else
 		printf("%zu file%s of /dev/" DEVICE " open\n", s.nfiles,
 		       s.nfiles == 1 ? "" : "s");
-	if (!check_libfabric(&p, &s))
-		ret = 3;
-	if (!check_ucx(&p, &s))
-		ret = 3;
+	v = check_libfabric(&p, told, range);
+	worst = v > worst ? v : worst;
+	v = check_ucx(&p, told, whole);
+	worst = v > worst ? v : worst;
 	if (!mapped(&p, "libfabric.so", &ignored) && !p.monitor_tid &&
 	    !mapped(&p, "libucs.so", &ignored)) {
 		printf("neither libfabric nor UCX is loaded\n");
-		ret = 3;
+		worst = DOES_NOT;
 	}
-	if (!s.loaded)
-		ret = 1;
+	ret = !s.loaded ? 1 : worst == DOES_NOT ? 3 : worst == CANNOT_TELL ? 4 : 0;
+out:
 	free_snapshot(&s);
 	free_process(&p);
 	return ret;
@@ -791,7 +875,8 @@ static void usage(FILE *out)
 		"  -c, --check=PID        whether PID's caches use the device\n"
 		"  -h, --help             this help\n\n"
 		"Exit status: 0, 1 if the module is not loaded, 2 on bad usage (or\n"
-		"an unreadable PID), 3 if a cache of the checked PID does not use it.\n");
+		"an unreadable PID), 3 if a cache of the checked PID does not use it,\n"
+		"4 if that cannot be told.\n");
 }
 
 int main(int argc, char **argv)

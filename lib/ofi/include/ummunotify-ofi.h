@@ -22,8 +22,13 @@ extern "C" {
 
 int umn_ofi_import(void);
 
-/* The monitor's thread, which runs while an MR cache uses the monitor. */
+/*
+ * The monitor's thread, which runs while an MR cache uses the monitor,
+ * and its name once the monitor failed (after fi_fini() with a cache
+ * active) and caches nothing.
+ */
 #define UMN_OFI_THREAD_NAME	"umn-ofi"
+#define UMN_OFI_FAILED_THREAD_NAME "umn-ofi-failed"
 
 /*
  * What the monitor did.  Pass sizeof(struct umn_ofi_stats): fields are

@@ -55,12 +55,16 @@ void change(unsigned int first, unsigned int n)
 	m->export_ops->valid(m, page(first), PAGE);
 }
 
-/* The kernel asks the first handle, as it asks one file at a time. */
+/* The kernel asks every file of the process (up to 32 a call). */
 bool pressure(uint64_t bytes)
 {
-	double_pressure(dbl[0], bytes);
-	/* The 2010 ABI's request wakes the thread once pulled. */
-	umn__pull(handle[0]);
+	unsigned int i;
+
+	for (i = 0; i < nr_dbl; i++) {
+		double_pressure(dbl[i], bytes);
+		/* The 2010 ABI's request wakes the thread once pulled. */
+		umn__pull(handle[i]);
+	}
 	return true;
 }
 

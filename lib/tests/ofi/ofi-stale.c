@@ -19,7 +19,8 @@
  *                      second cache) registers it before the owner does
  *   ofi-stale hold     a registration cached, the program stops itself
  *                      (SIGSTOP) for umnstat --check to look at, and
- *                      exits 0 when continued
+ *                      exits 0 when continued; hold-closed, the same with
+ *                      the domains closed first
  *   ofi-stale grow     with FI_MR_CACHE_MAX_COUNT above GROW_PAGES: more
  *                      registrations cached than the monitor's first
  *                      handle has watches; the pool must grow, retiring
@@ -381,10 +382,16 @@ static int test_late(void)
 }
 
 /* Stopped while the caches hold a registration: see check-ofi. */
-static int test_hold(void)
+static int test_hold(bool closed)
 {
 	cache(map(), 'A');
-	printf("ofi-stale: hold: a registration cached, stopping\n");
+	if (closed) {
+		fi_close(&dst_mr->fid);
+		fab_close(&peer);
+		fab_close(&owner);
+	}
+	printf("ofi-stale: hold: a registration cached%s, stopping\n",
+	       closed ? ", the domains closed" : "");
 	fflush(stdout);
 	raise(SIGSTOP);
 	return 0;
@@ -400,8 +407,9 @@ int main(int argc, char **argv)
 
 	if (argc != 2 || (strcmp(argv[1], "remap") &&
 			  strcmp(argv[1], "recycle") && strcmp(argv[1], "late") &&
-			  strcmp(argv[1], "hold") && strcmp(argv[1], "grow"))) {
-		fprintf(stderr, "usage: ofi-stale remap|recycle|late|hold|grow\n");
+			  strcmp(argv[1], "hold") && strcmp(argv[1], "hold-closed") &&
+			  strcmp(argv[1], "grow"))) {
+		fprintf(stderr, "usage: ofi-stale remap|recycle|late|hold|hold-closed|grow\n");
 		return 2;
 	}
 	if (!prov)
@@ -447,7 +455,9 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "late"))
 		return test_late();
 	if (!strcmp(argv[1], "hold"))
-		return test_hold();
+		return test_hold(false);
+	if (!strcmp(argv[1], "hold-closed"))
+		return test_hold(true);
 	stale = !strcmp(argv[1], "remap") ? test_remap() :
 		!strcmp(argv[1], "grow") ? test_grow() : test_recycle();
 	if (ours)

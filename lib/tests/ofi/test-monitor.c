@@ -924,47 +924,112 @@ static bool valid_nth(unsigned int n)
 	return valid(n % 4088, 1 + n / 4088);
 }
 
+static bool hitting;
+static unsigned int hits_refused, hit_base;
+static pthread_t hitter;
+
+/* Cache hits on 64 ranges from hit_base on, from another thread. */
+static void *hit_while_growing(void *arg)
+{
+	unsigned int i;
+
+	(void)arg;
+	while (__atomic_load_n(&hitting, __ATOMIC_ACQUIRE))
+		for (i = hit_base; i < hit_base + 64; i++)
+			if (!valid_nth(i))
+				__atomic_fetch_add(&hits_refused, 1,
+						   __ATOMIC_RELAXED);
+	return NULL;
+}
+
+/*
+ * Hits in another thread on the 64 ranges from base on, all live, while
+ * the pool grows, retiring nothing: a hit refused would be a lookup that
+ * lost a live watch.
+ */
+static void hits_start(unsigned int base)
+{
+	hit_base = base;
+	__atomic_store_n(&hitting, true, __ATOMIC_RELEASE);
+	CHECK_EQ(pthread_create(&hitter, NULL, hit_while_growing, NULL), 0);
+}
+
+static void hits_stop(void)
+{
+	__atomic_store_n(&hitting, false, __ATOMIC_RELEASE);
+	pthread_join(hitter, NULL);
+	CHECK_EQ(hits_refused, 0);
+}
+
 /*
  * Room for the ranges in use.  At 1/16 free, one turn of the clock's hand
  * that finds every watch new or found valid since it last passed adds a
  * handle of the device with as many watches again, up to the maximum; a
- * watch the turn finds cold is retired instead.  Each handle's changes
- * reach the caches.  Before, the pool stayed at its first size and the
+ * watch the turn finds cold is retired instead.  Lookups in another
+ * thread go on meanwhile, and each handle's changes reach the caches.  A
+ * request for memory that every handle gets turns the hand once, not
+ * once per handle.  Before, the pool stayed at its first size and the
  * clock retired watches in use.  Run alone (test-monitor grow), with a
  * maximum of GROW_MAX: the first handle has 8192 watches.
  */
 static void test_the_pool_grows_for_the_ranges_in_use(void)
 {
-	unsigned int i, n = 0;
+	unsigned int i, n = 0, first = notified_count();
+	uint64_t recycled, asked;
 
 	CHECK_EQ(m->export_ops->start(m), 0);
 	CHECK_EQ(stats().capacity, 8192);
+	while (n < 64)
+		CHECK_EQ(sub_nth(n++), 0);
 	/* New, so in use: a second handle. */
+	hits_start(0);
 	while (n < 8192 - 512 + 1)
 		CHECK_EQ(sub_nth(n++), 0);
+	hits_stop();
 	CHECK_EQ(stats().capacity, 16384);
 	CHECK_EQ(stats().recycled, 0);
 	CHECK_EQ(device_watches(), n);
-	/* The hand passed them all: one found valid since stays, one cold goes. */
-	CHECK(valid_nth(0));
+	/* The hand passed them all: the ones hit since stay, cold ones go. */
 	while (n < 16384 - 1024 + 1)
 		CHECK_EQ(sub_nth(n++), 0);
 	CHECK_EQ(stats().capacity, 16384);
 	CHECK(stats().recycled > 0);
-	CHECK(valid_nth(0));
 	/* All found valid: a third handle, of what is left to the maximum. */
 	for (i = 0; i < n; i++)
 		valid_nth(i);
 	WAIT_FOR(stats().watches == n - stats().recycled);
+	recycled = stats().recycled;
+	for (i = n; n < i + 64;)
+		CHECK_EQ(sub_nth(n++), 0);
+	hits_start(i);
 	while (stats().capacity == 16384 && n < GROW_MAX)
 		CHECK_EQ(sub_nth(n++), 0);
+	hits_stop();
 	CHECK_EQ(stats().capacity, GROW_MAX);
-	/* The newest range's watch is the third handle's. */
-	CHECK(valid_nth(0) && valid_nth(n - 1));
+	CHECK_EQ(stats().recycled, recycled);
+
+	/*
+	 * The kernel asks each handle for memory: each gives back its own
+	 * watches not in use, one turn of its own hand, which finds all in
+	 * use, not a turn over all of them per request.
+	 */
+	for (i = 0; i < n; i++)
+		valid_nth(i);
+	recycled = stats().recycled;
+	asked = stats().pressure;
+	if (pressure(0)) {
+		pressure_done(asked + 2);
+		CHECK_EQ(stats().recycled, recycled);
+	}
+	/* A range only the third handle watches. */
+	CHECK_EQ(sub(NR_PAGES - 2, 1), 0);
+	change(NR_PAGES - 2, 1);
+	WAIT_FOR(notified_since(first, NR_PAGES - 2));
 	/* Every handle's watches fire, and the thread retires them all. */
 	change(0, NR_PAGES);
 	WAIT_FOR(stats().watches == 0);
 	CHECK(!valid_nth(0) && !valid_nth(n - 1));
+	CHECK_EQ(stats().failures, 0);
 	stop();
 }
 
