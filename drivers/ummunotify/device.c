@@ -21,6 +21,7 @@
 #include <linux/module.h>
 #include <linux/pid.h>
 #include <linux/poll.h>
+#include <linux/proc_fs.h>
 #include <linux/sched/mm.h>
 #include <linux/seq_file.h>
 #include <linux/slab.h>
@@ -245,6 +246,19 @@ static int umn_fasync(int fd, struct file *filp, int on)
 	return fasync_helper(fd, filp, on, &file->fasync);
 }
 
+/*
+ * The opener's number in the pid namespace of the /proc that shows the
+ * file (as pidfd's fdinfo has it), 0 once its thread group is gone.
+ */
+static pid_t umn_opener_nr(struct umn_file *file, struct seq_file *m)
+{
+	struct pid_namespace *ns = proc_pid_ns(file_inode(m->file)->i_sb);
+
+	if (!pid_has_task(file->opener, PIDTYPE_TGID))
+		return 0;
+	return pid_nr_ns(file->opener, ns);
+}
+
 /* Only the opener's user and root see anything (see umn_user_may_see()). */
 static void umn_show_fdinfo(struct seq_file *m, struct file *filp)
 {
@@ -267,8 +281,7 @@ static void umn_show_fdinfo(struct seq_file *m, struct file *filp)
 	seq_printf(m, "user_pages:\t%ld\n", umn_user_pages(file));
 	/* Changed under all_lock: a snapshot will do. */
 	seq_printf(m, "whole_space:\t%u\n", READ_ONCE(file->nr_all));
-	/* In the reader's pid namespace; 0 where it is not seen, or gone. */
-	seq_printf(m, "opener:\t%d\n", pid_vnr(file->opener));
+	seq_printf(m, "opener:\t%d\n", umn_opener_nr(file, m));
 	spin_unlock(&file->lock);
 }
 

@@ -151,8 +151,8 @@ static struct monitor {
 	uint32_t nsegs;
 	uint32_t capacity;		/* watches in the segments */
 	uint32_t max;			/* the capacity may grow to it */
-	bool grow_refused;		/* the module refused a handle or a watch */
-	time_t pressure_at;		/* the kernel's last request for memory */
+	bool grow_refused;		/* the module refused a handle for good */
+	uint64_t grow_after;		/* ms: no growth before (see grow()) */
 	struct index *index;		/* for twice the capacity */
 	struct index *old_index[MAX_HANDLES];	/* valid() may read them */
 	uint32_t free_head;		/* watch number + 1, or 0 */
@@ -421,12 +421,22 @@ static struct mon_watch *recycle(void)
 			    2ULL * mon.capacity);
 }
 
-static time_t now(void)
+/* Milliseconds, for grow()'s hold-offs. */
+static uint64_t now_ms(void)
 {
 	struct timespec t;
 
 	clock_gettime(CLOCK_MONOTONIC_COARSE, &t);
-	return t.tv_sec;
+	return (uint64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* lock held: no growth for ms from now (or longer, if already). */
+static void hold_off_growth(uint64_t ms)
+{
+	uint64_t until = now_ms() + ms;
+
+	if (until > mon.grow_after)
+		mon.grow_after = until;
 }
 
 /*
@@ -448,7 +458,8 @@ static void give_back(struct segment *s, uint64_t bytes)
 	       (mw = clock_retire(&s->hand, s->first, s->size, &steps,
 				  s->size)))
 		given += mw->len;
-	mon.pressure_at = now();
+	/* A handle's memory is charged to the cgroup being reclaimed. */
+	hold_off_growth(2000);
 	/* Once done, under the lock still: counted means handled. */
 	stat_add(pressure, 1);
 }
@@ -473,23 +484,25 @@ static uint32_t max_regions(void)
  * on one file.  Its watches join the free list.  The index, for twice as
  * many, replaces the old one, which valid() may still be reading: that
  * one is kept until the process ends (all of them together are smaller
- * than the new one).  Not within two seconds of the kernel's last request
- * for memory: a handle's memory is charged to the cgroup it reclaims.
+ * than the new one).  Held off for a while after a request for memory,
+ * a watch the module refused, or a handle refused for want of memory;
+ * for good once the module refuses a handle for its limits.
  */
 static int grow(void)
 {
 	uint32_t size = mon.nsegs ? mon.capacity : FIRST_WATCHES, cap, n;
-	uint32_t bound = max_regions();
 	struct umn_attr attr = { 0 };
 	struct retiring *queue = NULL;
 	struct index *idx = NULL;
 	struct segment *s;
+	uint32_t bound;
 	int ret = -ENOMEM;
 
 	if (mon.grow_refused || mon.nsegs == MAX_HANDLES ||
 	    mon.capacity >= mon.max ||
-	    (mon.nsegs && mon.pressure_at && now() - mon.pressure_at < 2))
+	    (mon.nsegs && now_ms() < mon.grow_after))
 		return -ENOSPC;
+	bound = max_regions();
 	if (size > bound)
 		size = bound;
 	if (size > mon.max - mon.capacity)
@@ -510,11 +523,13 @@ static int grow(void)
 	}
 	if (ret) {
 		/* The first handle is tried again at the next start(). */
-		if (mon.nsegs) {
+		if (mon.nsegs && ret != -ENOMEM) {
 			mon.grow_refused = true;
 			FI_INFO(&umn_ofi__prov, FI_LOG_MR,
 				"no more watches than %u: the device refused another handle (%s)\n",
 				mon.capacity, strerror(-ret));
+		} else if (mon.nsegs) {
+			hold_off_growth(10000);
 		}
 		free(s->watches);
 		free(s->meta);
@@ -564,18 +579,22 @@ static int grow(void)
 
 /*
  * lock held, at 1/16 free: room ahead, so that the thread frees some
- * before it runs out.  The first watch the hand finds cold goes.  If a
- * whole turn finds every watch in use, and the retirements under way will
- * not free enough, the pool grows; where it cannot, the coldest goes.
+ * before it runs out.  Nothing while the retirements under way will free
+ * enough, unless none is free now: then the pool grows if it can.  Else
+ * the first watch the hand finds cold goes; if a whole turn finds every
+ * watch in use, the pool grows; where it cannot, the coldest goes.
  */
 static void make_room(void)
 {
 	uint64_t steps = 0;
 
-	if (clock_retire(&mon.hand, 0, mon.capacity, &steps, mon.capacity) ||
-	    mon.nr_free + mon.nr_retiring > mon.low_free)
+	if (mon.nr_free + mon.nr_retiring > mon.low_free) {
+		if (!mon.nr_free)
+			grow();
 		return;
-	if (grow())
+	}
+	if (!clock_retire(&mon.hand, 0, mon.capacity, &steps, mon.capacity) &&
+	    grow())
 		recycle();
 }
 
@@ -596,11 +615,12 @@ static int watch_new(uint64_t addr, uint64_t len)
 			0, &mw->w);
 	if (ret) {
 		/*
-		 * The kernel's limits: give one back for the next time;
-		 * more handles would only cost memory.
+		 * The kernel's limits (the user's max_user_watches, or
+		 * max_overlap watches over a page): give one back for the
+		 * next time; more handles would only cost memory for a while.
 		 */
 		if (ret == -ENOSPC) {
-			mon.grow_refused = true;
+			hold_off_growth(10000);
 			recycle();
 		}
 		return ret;

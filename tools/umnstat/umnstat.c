@@ -829,7 +829,7 @@ static int check(pid_t pid)
 	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
 	if (read_file(path, comm, sizeof(comm)))
 		comm[strcspn(comm, "\n")] = '\0';
-	/* An exit, or an exec and the pid reused, between the reads. */
+	/* An exit, and the pid reused, between the reads. */
 	if (!started || start_time(pid) != started) {
 		fprintf(stderr, "umnstat: process %d changed while it was read\n",
 			(int)pid);

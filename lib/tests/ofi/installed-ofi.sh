@@ -116,7 +116,7 @@ libdir=$(PKG_CONFIG_SYSROOT_DIR='' pkg-config --variable=libdir libfabric)
 # Fedora and RHEL ship no libfabric.a: said, not failed (the RPM %check
 # runs this).
 if [ ! -e "$libdir/libfabric.a" ]; then
-	echo "installed-ofi.sh: SKIP: no $libdir/libfabric.a, so no program with libfabric linked statically" >&2
+	echo "skip - installed-ofi.sh: a program with libfabric linked statically (no $libdir/libfabric.a)"
 else
 	set -- "$libdir/libfabric.a"
 	for l in $(PKG_CONFIG_SYSROOT_DIR='' pkg-config --static --libs-only-l libfabric); do

@@ -925,7 +925,7 @@ static bool valid_nth(unsigned int n)
 }
 
 static bool hitting;
-static unsigned int hits_refused, hit_base;
+static unsigned int hits_refused, hit_base, hit_rounds;
 static pthread_t hitter;
 
 /* Cache hits on 64 ranges from hit_base on, from another thread. */
@@ -934,11 +934,13 @@ static void *hit_while_growing(void *arg)
 	unsigned int i;
 
 	(void)arg;
-	while (__atomic_load_n(&hitting, __ATOMIC_ACQUIRE))
+	while (__atomic_load_n(&hitting, __ATOMIC_ACQUIRE)) {
 		for (i = hit_base; i < hit_base + 64; i++)
 			if (!valid_nth(i))
 				__atomic_fetch_add(&hits_refused, 1,
 						   __ATOMIC_RELAXED);
+		__atomic_fetch_add(&hit_rounds, 1, __ATOMIC_RELEASE);
+	}
 	return NULL;
 }
 
@@ -956,6 +958,10 @@ static void hits_start(unsigned int base)
 
 static void hits_stop(void)
 {
+	unsigned int rounds = __atomic_load_n(&hit_rounds, __ATOMIC_ACQUIRE);
+
+	/* A whole round after the pool grew, on a busy machine too. */
+	WAIT_FOR(__atomic_load_n(&hit_rounds, __ATOMIC_ACQUIRE) > rounds + 1);
 	__atomic_store_n(&hitting, false, __ATOMIC_RELEASE);
 	pthread_join(hitter, NULL);
 	CHECK_EQ(hits_refused, 0);
