@@ -888,6 +888,7 @@ static void *thread_failed(const char *what, int err, uint64_t gen)
 		return NULL;
 	}
 	WRITE_ONCE(mon.failed, true);
+	pthread_setname_np(pthread_self(), UMN_OFI_FAILED_THREAD_NAME);
 	for (n = 0; n < mon.capacity; n++) {
 		mw = watch_at(n);
 		if (meta(mw)->state == W_LIVE || meta(mw)->state == W_FORKED)
@@ -1154,6 +1155,8 @@ static void mon_stop_thread(void)
 		mon.gen++;
 		mon.current = false;
 		kick();
+		/* umnstat --check: stopped, though it may not be gone yet. */
+		pthread_setname_np(mon.thread, UMN_OFI_STOPPED_THREAD_NAME);
 	}
 	WRITE_ONCE(mon.failed, mon.fini);
 	for (n = 0; n < mon.capacity; n++) {

@@ -23,11 +23,13 @@ extern "C" {
 int umn_ofi_import(void);
 
 /*
- * The monitor's thread, which runs while an MR cache uses the monitor,
- * and its name once the monitor failed (after fi_fini() with a cache
- * active) and caches nothing.
+ * The monitor's thread, named so while an MR cache uses the monitor; a
+ * thread stopped, and not gone yet, is renamed at once, and so is the
+ * thread of a monitor that failed (after fi_fini() with a cache active),
+ * which caches nothing.
  */
 #define UMN_OFI_THREAD_NAME	"umn-ofi"
+#define UMN_OFI_STOPPED_THREAD_NAME "umn-ofi-stopped"
 #define UMN_OFI_FAILED_THREAD_NAME "umn-ofi-failed"
 
 /*
