@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * libummunotify-ucx: UCX's registration caches (ucs_rcache: UCP's and each
- * UCT memory domain's) told of every change to the memory they registered
- * by /dev/ummunotify, with UCM's libc patches off.  Preloaded, it defines
- * three of UCX's own functions, which libucp and libuct (and Open MPI,
- * for the last) call through their PLT, and hands each call on to UCX's:
+ * libummunotify-ucx: UCX's registration caches (ucs_rcache) told of every
+ * change to the memory they registered by /dev/ummunotify, with UCM's
+ * libc patches off.  Preloaded, it defines some of UCX's own functions,
+ * which UCX's libraries (and Open MPI, for ucm_test_external_events())
+ * call through their PLT, and hands each call on to UCX's:
  *
  *   ucs_rcache_create()	 the first one, before UCX subscribes to
  *				 VM_UNMAPPED, opens a whole-address-space
@@ -17,32 +17,61 @@
  *				 range passed to UCX with ucm_vm_munmap(), as
  *				 UCM's hooks would have, once the change has
  *				 reached the page tables;
- *   ucm_test_external_events()	 Open MPI's check that the feed works.
+ *   ucm_test_external_events()	 Open MPI's check that the feed works;
+ *   ucs_pgtable_lookup(),	 1.18 only, below.
+ *   ucs_rcache_destroy()
  *
- * Why a lookup never hands back a registration whose memory changed
- * before it began, in any thread: the module publishes each change (the
- * watch's word) before the changing call returns.  A lookup that begins
- * after that sees the word moved, unless umn_drain() already passed the
- * change on: the watch's generation moves on only after feed() returned
- * for it.  feed() first waits until no invalidation the kernel started
- * is still changing page tables (umn_wait_invalidations()), then passes
- * the range on: a region UCX inserted before that (1.13 inserts it, then
- * registers, under its page-table lock) is dropped, at once or from
- * UCX's queue, and one inserted after pins the new pages.
- * ucm_vm_munmap() reaches the caches synchronously: they drop the
- * overlapping regions at once or queue them, and ucs_rcache_get() takes
- * its fast path only with nothing queued.  So by the time the handed-on
+ * Why a lookup through ucs_rcache_get() never hands back a registration
+ * whose memory changed before it began, in any thread: the module
+ * publishes each change (the watch's word) before the changing call
+ * returns.  A lookup that begins after that sees the word moved, unless
+ * umn_drain() already passed the change on: the watch's generation moves
+ * on only after feed() returned for it.  feed() first waits until no
+ * invalidation the kernel started is still changing page tables
+ * (umn_wait_invalidations()), then passes the range on: a region UCX
+ * inserted before that is dropped, at once or from UCX's queue, and one
+ * inserted after pins the new pages.  ucm_vm_munmap() reaches the caches
+ * synchronously: they drop the overlapping regions at once or queue them,
+ * and ucs_rcache_get() takes its fast path only with nothing queued, under
+ * the cache's page-table lock, which whoever empties the queue holds for
+ * writing until the queued regions are out.  So by the time the handed-on
  * lookup runs, every change published before it began is in the cache.
  * A change published while it runs is seen by the next lookup.
  *
- * This holds only where every lookup goes through ucs_rcache_get(): so in
- * UCX 1.13 (read in its source).  From 1.15 on, UCP's lookup is an inline
- * function compiled into libucp; there the library leaves UCX its own
- * hooks and says so.
+ * In UCX 1.13 every lookup goes through ucs_rcache_get().  From 1.15 on,
+ * UCP's lookup (ucp_memh_get(): ucs_rcache_lookup_unsafe()) is inline in
+ * libucp: it tests the queue empty, then calls ucs_pgtable_lookup() on the
+ * cache's page table, which libucp imports from libucs, so through its
+ * PLT, to this library's.  There (1.18) a lookup of a live UCP cache's
+ * page table, outside ucs_rcache_get(), hands on only if the cache has
+ * drained every range fed so far, and otherwise finds nothing: UCP then
+ * takes its slow path, ucs_rcache_get(), which catches up and drains.
+ * fed counts the ranges fed, bumped in feed() after ucm_vm_munmap()
+ * returned, so before the generation moves on; a cache's drained is fed
+ * as read after a catch-up and before a handed-on ucs_rcache_get() of it,
+ * raised after that returned, when every range counted was out of it.
+ * A lookup that begins after a change's call returned catches up, so
+ * reads fed at or past the change's feed; it hands on only with drained
+ * at or past that, so after the change's regions were out.
+ *
+ * A 1.18 cache's page table is known by its place in the cache, learned
+ * at start-up: a private cache, ucs_rcache_get() called on it, and the
+ * page table UCX passed to ucs_pgtable_lookup() from there.  Page tables
+ * of other kinds (UCS's memory-type cache) are handed on untouched.  A
+ * hit costs the watch's check, a walk of the live caches (one per UCP
+ * context) and two loads; after a change, each cache's next inline
+ * lookup takes the slow path once.
+ *
+ * A release not in supported[], or a 1.18 whose libucp does not import
+ * ucs_pgtable_lookup() through a PLT bound here, or whose start-up probe
+ * fails, is left its own hooks, and the library says so.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <elf.h>
 #include <errno.h>
+#include <limits.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -63,8 +92,14 @@
 #error "ucs_rcache_get() is handed on for x86-64 and AArch64 calling conventions only"
 #endif
 
-/* The UCX releases whose every lookup goes through ucs_rcache_get(). */
-static const unsigned int supported[][2] = { { 1, 13 } };
+/*
+ * The UCX releases read and tested: in 1.13 every lookup goes through
+ * ucs_rcache_get(), in 1.18 UCP's also inline through ucs_pgtable_lookup().
+ */
+static const struct {
+	unsigned int major, minor;
+	bool inline_lookups;
+} supported[] = { { 1, 13, false }, { 1, 18, true } };
 
 /* Past every user address of x86-64 (57 bits) and AArch64 (52 bits). */
 #define ALL_MEMORY		(1ULL << 57)
@@ -79,18 +114,80 @@ typedef ucs_status_t rcache_create_fn(const void *params, const char *name,
 				      void *stats_parent, void **rcache_p);
 typedef ucs_status_t test_events_fn(int events);
 typedef void vm_munmap_fn(void *addr, size_t length);
+typedef void rcache_destroy_fn(void *rcache);
+typedef void *pgtable_lookup_fn(const void *pgtable, uintptr_t address);
+
+/*
+ * UCX 1.18's ucs_rcache_params_t and ucs_rcache_ops_t (ucs/memory/rcache.h),
+ * for the probe's cache and to tell which caches subscribe to VM_UNMAPPED.
+ */
+struct rcache_ops_118 {
+	ucs_status_t (*mem_reg)(void *context, void *rcache, void *arg,
+				void *region, uint16_t flags);
+	void (*mem_dereg)(void *context, void *rcache, void *region);
+	void (*merge)(void *context, void *rcache, void *arg, void *region);
+	void (*dump_region)(void *context, void *rcache, void *region,
+			    char *buf, size_t max);
+};
+
+struct rcache_params_118 {
+	size_t region_struct_size;
+	int ucm_events;
+	int ucm_event_priority;
+	const struct rcache_ops_118 *ops;
+	void *context;
+	int flags;
+	unsigned long max_regions;
+	size_t max_size;
+	size_t max_unreleased;
+};
+
+/* Room for 1.18's ucs_rcache_region_t (96 bytes on 64-bit). */
+#define PROBE_REGION_SIZE	256
+/* UCS_RCACHE_FLAG_NO_PFN_CHECK: the probe registers nothing. */
+#define RCACHE_FLAG_NO_PFN_CHECK	1
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static bool ready;			/* init() has run: acquire */
 static bool seven_args;			/* ucs_rcache_get() has 7 (1.15 on) */
 static rcache_get_fn *ucx_get;
 static rcache_create_fn *ucx_create;
+static rcache_destroy_fn *ucx_destroy;
+static pgtable_lookup_fn *ucx_lookup;	/* resolved on first use: see there */
 static test_events_fn *ucx_test_external;
 static vm_munmap_fn *ucx_vm_munmap;
 
 static struct umn *umn;			/* set, with release, once active */
 static const struct umn_watch *all;
 static struct umn_ucx_status status;	/* counters: atomic */
+
+/*
+ * 1.18: guard inline lookups (set before umn is published), where a
+ * cache's page table is in it (learned by probe_pgtable()), and the
+ * ranges fed so far (see the top).
+ */
+static bool guard;
+static uintptr_t pgtable_offset;
+static uint64_t fed;
+
+/*
+ * The live caches that subscribe to VM_UNMAPPED, each with the fed count
+ * it drained: a list whose entries are never freed, a destroyed cache's
+ * reused by the next, so that lookups walk it without a lock.
+ */
+struct cache {
+	void *rcache;		/* NULL: free; set with release */
+	uint64_t drained;
+	struct cache *next;
+};
+static struct cache *caches;
+static pthread_mutex_t caches_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The cache whose ucs_rcache_get() this thread is in, handed on. */
+static __thread void *in_get;
+/* The probe's cache while init() probes, and the page table seen. */
+static void *probing;
+static const void *probed;
 
 /*
  * The feed test's page, and whether feed() passed on a change covering
@@ -147,14 +244,241 @@ static void *target(void *fn, const char *name)
 	return fn;
 }
 
-static bool version_supported(const uint32_t v[3])
+/* supported[]'s index of release V, or -1. */
+static int release(const uint32_t v[3])
 {
 	size_t i;
 
 	for (i = 0; i < sizeof(supported) / sizeof(supported[0]); i++)
-		if (v[0] == supported[i][0] && v[1] == supported[i][1])
+		if (v[0] == supported[i].major && v[1] == supported[i].minor)
+			return i;
+	return -1;
+}
+
+/* The first live cache entry of RCACHE, or NULL. */
+static struct cache *cache_of(const void *rcache)
+{
+	struct cache *c;
+
+	for (c = __atomic_load_n(&caches, __ATOMIC_ACQUIRE); c; c = c->next)
+		if (__atomic_load_n(&c->rcache, __ATOMIC_ACQUIRE) == rcache)
+			return c;
+	return NULL;
+}
+
+/* UCX's ucs_pgtable_lookup(), found when first needed: see there. */
+static void *lookup(const void *pgtable, uintptr_t address)
+{
+	pgtable_lookup_fn *fn = __atomic_load_n(&ucx_lookup, __ATOMIC_RELAXED);
+
+	if (!fn) {
+		fn = target(ucx_symbol("libucs.so.0", "ucs_pgtable_lookup"),
+			    "ucs_pgtable_lookup");
+		__atomic_store_n(&ucx_lookup, fn, __ATOMIC_RELAXED);
+	}
+	return fn(pgtable, address);
+}
+
+void *ucs_pgtable_lookup(const void *pgtable, uintptr_t address);
+/* This library's own, as the process binds calls to it. */
+extern __typeof__(ucs_pgtable_lookup) lookup_here
+	__attribute__((alias("ucs_pgtable_lookup"), visibility("hidden")));
+
+#if defined(__x86_64__)
+#define R_JUMP_SLOT	R_X86_64_JUMP_SLOT
+#define R_GLOB_DAT	R_X86_64_GLOB_DAT
+#else
+#define R_JUMP_SLOT	R_AARCH64_JUMP_SLOT
+#define R_GLOB_DAT	R_AARCH64_GLOB_DAT
+#endif
+
+/* What import_check() found in libucp.so.0. */
+struct import {
+	bool loaded;		/* libucp.so.0 is in the process */
+	unsigned int slots;	/* its GOT slots for ucs_pgtable_lookup */
+	unsigned int bound;	/* ... bound to this library's */
+	unsigned int elsewhere;	/* ... bound to another, or not relocated */
+};
+
+static uintptr_t dyn_addr(const struct dl_phdr_info *info, ElfW(Addr) ptr)
+{
+	/* glibc relocates these entries in memory; others may not. */
+	return ptr < info->dlpi_addr ? info->dlpi_addr + ptr : ptr;
+}
+
+static bool in_object(const struct dl_phdr_info *info, uintptr_t addr)
+{
+	int i;
+
+	for (i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+
+		if (ph->p_type == PT_LOAD && addr >= start &&
+		    addr - start < ph->p_memsz)
 			return true;
+	}
 	return false;
+}
+
+static void import_relocs(const struct dl_phdr_info *info,
+			  const ElfW(Rela) *rela, size_t bytes,
+			  const ElfW(Sym) *symtab, const char *strtab,
+			  struct import *im)
+{
+	size_t i;
+
+	for (i = 0; i < bytes / sizeof(*rela); i++) {
+		const ElfW(Sym) *sym = &symtab[ELF64_R_SYM(rela[i].r_info)];
+		unsigned int type = ELF64_R_TYPE(rela[i].r_info);
+		uintptr_t value;
+
+		if (!ELF64_R_SYM(rela[i].r_info) ||
+		    strcmp(strtab + sym->st_name, "ucs_pgtable_lookup"))
+			continue;
+		im->slots++;
+		value = *(const uintptr_t *)(info->dlpi_addr + rela[i].r_offset);
+		if (sym->st_shndx != SHN_UNDEF ||
+		    (type != R_JUMP_SLOT && type != R_GLOB_DAT))
+			im->elsewhere++;
+		else if (value == (uintptr_t)lookup_here)
+			im->bound++;
+		/* Lazy binding: its PLT, bound on the first call as here. */
+		else if (type != R_JUMP_SLOT || !in_object(info, value))
+			im->elsewhere++;
+	}
+}
+
+/* dl_iterate_phdr()'s callback: libucp.so.0's relocations of the symbol. */
+static int import_check(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	const char *base = strrchr(info->dlpi_name, '/');
+	const ElfW(Sym) *symtab = NULL;
+	const ElfW(Rela) *rela = NULL, *jmprel = NULL;
+	size_t rela_bytes = 0, jmprel_bytes = 0;
+	const ElfW(Dyn) *dyn = NULL;
+	const char *strtab = NULL;
+	struct import *im = arg;
+	bool is_rela = true;
+	int i;
+
+	(void)size;
+	if (strcmp(base ? base + 1 : info->dlpi_name, "libucp.so.0"))
+		return 0;
+	im->loaded = true;
+	for (i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+			dyn = (const void *)(info->dlpi_addr +
+					     info->dlpi_phdr[i].p_vaddr);
+	for (; dyn && dyn->d_tag != DT_NULL; dyn++) {
+		switch (dyn->d_tag) {
+		case DT_SYMTAB:
+			symtab = (const void *)dyn_addr(info, dyn->d_un.d_ptr);
+			break;
+		case DT_STRTAB:
+			strtab = (const void *)dyn_addr(info, dyn->d_un.d_ptr);
+			break;
+		case DT_RELA:
+			rela = (const void *)dyn_addr(info, dyn->d_un.d_ptr);
+			break;
+		case DT_RELASZ:
+			rela_bytes = dyn->d_un.d_val;
+			break;
+		case DT_JMPREL:
+			jmprel = (const void *)dyn_addr(info, dyn->d_un.d_ptr);
+			break;
+		case DT_PLTRELSZ:
+			jmprel_bytes = dyn->d_un.d_val;
+			break;
+		case DT_PLTREL:
+			is_rela = dyn->d_un.d_val == DT_RELA;
+			break;
+		}
+	}
+	if (!symtab || !strtab || !is_rela)
+		return 1;
+	if (rela)
+		import_relocs(info, rela, rela_bytes, symtab, strtab, im);
+	if (jmprel)
+		import_relocs(info, jmprel, jmprel_bytes, symtab, strtab, im);
+	return 1;
+}
+
+/* The probe's registration fails: its cache holds nothing registered. */
+static ucs_status_t probe_reg(void *context, void *rcache, void *arg,
+			      void *region, uint16_t flags)
+{
+	(void)context, (void)rcache, (void)arg, (void)region, (void)flags;
+	return UCS_ERR_UNSUPPORTED;
+}
+
+/* UCX's trace level describes regions with it. */
+static void probe_dump(void *context, void *rcache, void *region, char *buf,
+		       size_t max)
+{
+	(void)context, (void)rcache, (void)region;
+	if (max)
+		buf[0] = '\0';
+}
+
+/*
+ * Learn where UCX 1.18 keeps a cache's page table: a private cache, with
+ * no events and nothing registered (its one region fails), looked up by
+ * UCX's own ucs_rcache_get(), whose call to ucs_pgtable_lookup() this
+ * library sees.  A distance past the cache's first page is no ucs_rcache.
+ */
+static bool probe_pgtable(void)
+{
+	/* Nothing registered to deregister; one region merges with none. */
+	static const struct rcache_ops_118 ops = {
+		.mem_reg = probe_reg,
+		.dump_region = probe_dump,
+	};
+	const struct rcache_params_118 params = {
+		.region_struct_size = PROBE_REGION_SIZE,
+		.ucm_event_priority = 1000,
+		.ops = &ops,
+		.flags = RCACHE_FLAG_NO_PFN_CHECK,
+		.max_regions = ULONG_MAX,
+		.max_size = SIZE_MAX,
+		.max_unreleased = SIZE_MAX,
+	};
+	long page = sysconf(_SC_PAGESIZE);
+	void *rcache, *region;
+	uintptr_t offset;
+
+	if (ucx_create(&params, "ummunotify-ucx-probe", NULL, &rcache) != UCS_OK)
+		return false;
+	__atomic_store_n(&probing, rcache, __ATOMIC_RELAXED);
+	in_get = rcache;
+	ucx_get(rcache, (void *)page, page, page, PROT_READ, 0,
+		(uintptr_t)&region);
+	in_get = NULL;
+	__atomic_store_n(&probing, NULL, __ATOMIC_RELAXED);
+	ucx_destroy(rcache);
+	offset = (uintptr_t)probed - (uintptr_t)rcache;
+	if (!probed || !offset || offset >= (uintptr_t)page ||
+	    offset % sizeof(void *))
+		return false;
+	pgtable_offset = offset;
+	return true;
+}
+
+/* Why UCP's inline lookups cannot be guarded here, or NULL. */
+static const char *unguarded(void)
+{
+	struct import im = { 0 };
+
+	if (!ucx_destroy)
+		return "ucs_rcache_destroy() not found";
+	dl_iterate_phdr(import_check, &im);
+	if (!im.loaded)
+		return "libucp.so.0 not found";
+	if (!im.slots || im.elsewhere)
+		return "libucp.so.0 does not call ucs_pgtable_lookup() through its PLT, bound here";
+	if (!probe_pgtable())
+		return "ucs_rcache_get() did not show where a cache keeps its page table";
+	return NULL;
 }
 
 /* The state last: umn_ucx_status() reads what came before it. */
@@ -178,11 +502,13 @@ static void init_ucx(void)
 	void (*set_external)(int events);
 	ucm_global_config_t *opts;
 	unsigned int v[3] = { 0, 0, 0 };
+	const char *why = NULL;
 	struct umn *u;
-	int ret;
+	int ret, r;
 
 	ucx_get = ucx_symbol("libucs.so.0", "ucs_rcache_get");
 	ucx_create = ucx_symbol("libucs.so.0", "ucs_rcache_create");
+	ucx_destroy = ucx_symbol("libucs.so.0", "ucs_rcache_destroy");
 	ucx_test_external = ucx_symbol("libucm.so.0", "ucm_test_external_events");
 	ucx_vm_munmap = ucx_symbol("libucm.so.0", "ucm_vm_munmap");
 	set_external = ucx_symbol("libucm.so.0", "ucm_set_external_event");
@@ -194,16 +520,23 @@ static void init_ucx(void)
 	/* An unknown release passes seven: see ucs_rcache_get(). */
 	seven_args = !get_version || v[0] > 1 || v[1] >= 15;
 
+	r = release(status.ucx_version);
+	if (get_version && ucx_vm_munmap && set_external && opts &&
+	    ucx_test_external && r >= 0 && supported[r].inline_lookups)
+		why = unguarded();
 	if (!get_version || !ucx_vm_munmap || !set_external || !opts ||
-	    !ucx_test_external || !version_supported(status.ucx_version)) {
+	    !ucx_test_external || r < 0 || why) {
 		const char *hook_mode = getenv("UCX_MEM_MMAP_HOOK_MODE");
 		const char *what = hook_mode && !strcasecmp(hook_mode, "none") ?
 			"UCX runs without memory hooks, so without registration caches" :
 			"UCX keeps its own memory hooks";
 
 		publish(UMN_UCX_UNSUPPORTED);
-		if (get_version)
-			fprintf(stderr, "ummunotify-ucx[%d]: UCX %u.%u.%u is not a release this library supports (1.13): %s\n",
+		if (why)
+			fprintf(stderr, "ummunotify-ucx[%d]: UCX %u.%u.%u's lookups cannot be checked here (%s): %s\n",
+				(int)getpid(), v[0], v[1], v[2], why, what);
+		else if (get_version)
+			fprintf(stderr, "ummunotify-ucx[%d]: UCX %u.%u.%u is not a release this library supports (1.13, 1.18): %s\n",
 				(int)getpid(), v[0], v[1], v[2], what);
 		else
 			fprintf(stderr, "ummunotify-ucx[%d]: UCX's release is unknown (libucp.so.0 is not loaded): %s\n",
@@ -234,6 +567,7 @@ static void init_ucx(void)
 	}
 	set_external(UCM_EVENT_VM_UNMAPPED);
 	all = umn_watch_all(u);
+	guard = supported[r].inline_lookups;
 	__atomic_store_n(&umn, u, __ATOMIC_RELEASE);
 	publish(UMN_UCX_ACTIVE);
 	if (info_wanted())
@@ -267,6 +601,8 @@ static void feed(void *arg, const struct umn_event *event)
 	/* The change reaches the page tables before UCX hears: see the top. */
 	umn_wait_invalidations(arg);
 	ucx_vm_munmap((void *)start, end - start);
+	/* Before the generation moves on: see the top. */
+	__atomic_fetch_add(&fed, 1, __ATOMIC_RELEASE);
 	count(&status.ranges);
 	if (page && start <= page && page < end)
 		__atomic_store_n(&probe_seen, true, __ATOMIC_RELAXED);
@@ -320,23 +656,118 @@ ucs_status_t ucs_rcache_get(void *rcache, void *address, size_t length,
 			    uintptr_t a3, uintptr_t a4, uintptr_t a5,
 			    uintptr_t a6)
 {
+	void *outer = in_get;
+	ucs_status_t ret;
+	struct cache *c;
+	uint64_t seq, old;
+
 	init_once();
 	catch_up();
+	seq = __atomic_load_n(&fed, __ATOMIC_ACQUIRE);
+	in_get = rcache;
 	if (seven_args)
-		return ((rcache_get_fn *)target(ucx_get, __func__))
+		ret = ((rcache_get_fn *)target(ucx_get, __func__))
 			(rcache, address, length, a3, a4, a5, a6);
-	return ((rcache_get6_fn *)target(ucx_get, __func__))
-		(rcache, address, length, a3, a4, a5);
+	else
+		ret = ((rcache_get6_fn *)target(ucx_get, __func__))
+			(rcache, address, length, a3, a4, a5);
+	in_get = outer;
+	/* Every range counted in seq is out of the cache, whatever ret. */
+	c = __atomic_load_n(&umn, __ATOMIC_ACQUIRE) && guard ?
+		cache_of(rcache) : NULL;
+	if (c) {
+		old = __atomic_load_n(&c->drained, __ATOMIC_RELAXED);
+		while (old < seq &&
+		       !__atomic_compare_exchange_n(&c->drained, &old, seq, true,
+						    __ATOMIC_RELEASE,
+						    __ATOMIC_RELAXED))
+			;
+	}
+	return ret;
 }
 
+/*
+ * 1.18: a cache that subscribes to VM_UNMAPPED is entered in caches, under
+ * caches_lock, which no lookup takes.  It has drained every range fed
+ * before it was made.
+ */
 ucs_status_t ucs_rcache_create(const void *params, const char *name,
 			       void *stats_parent, void **rcache_p);
 ucs_status_t ucs_rcache_create(const void *params, const char *name,
 			       void *stats_parent, void **rcache_p)
 {
+	const struct rcache_params_118 *p = params;
+	struct cache *c;
+	ucs_status_t ret;
+	uint64_t seq;
+
 	init_once();
-	return ((rcache_create_fn *)target(ucx_create, __func__))
-		(params, name, stats_parent, rcache_p);
+	if (!__atomic_load_n(&umn, __ATOMIC_ACQUIRE) || !guard ||
+	    !(p->ucm_events & UCM_EVENT_VM_UNMAPPED))
+		return ((rcache_create_fn *)target(ucx_create, __func__))
+			(params, name, stats_parent, rcache_p);
+	pthread_mutex_lock(&caches_lock);
+	for (c = caches; c && c->rcache; c = c->next)
+		;
+	if (!c) {
+		c = calloc(1, sizeof(*c));
+		if (!c) {
+			pthread_mutex_unlock(&caches_lock);
+			return UCS_ERR_NO_MEMORY;
+		}
+		c->next = caches;
+		__atomic_store_n(&caches, c, __ATOMIC_RELEASE);
+	}
+	seq = __atomic_load_n(&fed, __ATOMIC_ACQUIRE);
+	ret = ucx_create(params, name, stats_parent, rcache_p);
+	if (ret == UCS_OK) {
+		__atomic_store_n(&c->drained, seq, __ATOMIC_RELAXED);
+		__atomic_store_n(&c->rcache, *rcache_p, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&caches_lock);
+	return ret;
+}
+
+/* Out of caches before UCX frees it: no lookup of it can be running. */
+void ucs_rcache_destroy(void *rcache);
+void ucs_rcache_destroy(void *rcache)
+{
+	struct cache *c;
+
+	init_once();
+	pthread_mutex_lock(&caches_lock);
+	c = cache_of(rcache);
+	if (c)
+		__atomic_store_n(&c->rcache, NULL, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&caches_lock);
+	((rcache_destroy_fn *)target(ucx_destroy, __func__))(rcache);
+}
+
+/*
+ * Every lookup of a cache's page table: UCP's inline ones (1.15 on), and
+ * ucs_rcache_get()'s own, handed on here (in_get).  Not init_once():
+ * UCS's memory-type cache looks up before any registration cache is made,
+ * under its own lock.  A live cache that has not drained every range fed
+ * finds nothing, so that UCP takes its slow path: ucs_rcache_get().
+ */
+void *ucs_pgtable_lookup(const void *pgtable, uintptr_t address)
+{
+	struct cache *c = NULL;
+	const void *rcache;
+
+	if (__atomic_load_n(&umn, __ATOMIC_ACQUIRE) && guard) {
+		rcache = (const char *)pgtable - pgtable_offset;
+		c = rcache != in_get ? cache_of(rcache) : NULL;
+	}
+	if (c) {
+		catch_up();
+		if (__atomic_load_n(&c->drained, __ATOMIC_ACQUIRE) <
+		    __atomic_load_n(&fed, __ATOMIC_ACQUIRE))
+			return NULL;
+	} else if (in_get && in_get == __atomic_load_n(&probing, __ATOMIC_RELAXED)) {
+		probed = pgtable;
+	}
+	return lookup(pgtable, address);
 }
 
 /*

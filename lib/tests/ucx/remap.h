@@ -83,7 +83,7 @@ static void remap_say_path(const char *prefix)
 		dlsym(RTLD_DEFAULT, "umn_ucx_status");
 	static const char *const states[] = {
 		"not started", "ummunotify", "UCX's own (no /dev/ummunotify)",
-		"UCX's own (a UCX release it does not support)",
+		"UCX's own (the library refused this UCX)",
 	};
 	struct umn_ucx_status st;
 	const char *names[] = { "munmap", "mmap", "mremap", "madvise",

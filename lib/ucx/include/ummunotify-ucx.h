@@ -20,7 +20,8 @@ enum {
 	UMN_UCX_IDLE = 0,	/* no UCX registration cache made yet */
 	UMN_UCX_ACTIVE,		/* the caches learn of changes from the module */
 	UMN_UCX_NO_DEVICE,	/* /dev/ummunotify did not open: UCM's hooks */
-	UMN_UCX_UNSUPPORTED,	/* a UCX this library was not made for: UCM's hooks */
+	UMN_UCX_UNSUPPORTED,	/* a UCX this library was not made for, or
+				 * whose checks failed: UCM's hooks */
 };
 
 /*
