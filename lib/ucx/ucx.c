@@ -62,9 +62,12 @@
  * context) and two loads; after a change, each cache's next inline
  * lookup takes the slow path once.
  *
- * A release not in supported[], or a 1.18 whose libucp does not import
- * ucs_pgtable_lookup() through a PLT bound here, or whose start-up probe
- * fails, is left its own hooks, and the library says so.
+ * A 1.18 libucp's calls of ucs_pgtable_lookup() and of the cache's
+ * functions must reach this library: slots not bound yet are bound here
+ * at start-up (another definition ahead in the lookup scope, or
+ * RTLD_DEEPBIND, would take them otherwise).  A release not in
+ * supported[], or a 1.18 whose libucp is bound elsewhere, or whose
+ * start-up probe fails, is left its own hooks, and the library says so.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -279,10 +282,21 @@ static void *lookup(const void *pgtable, uintptr_t address)
 	return fn(pgtable, address);
 }
 
+ucs_status_t ucs_rcache_get(void *rcache, void *address, size_t length,
+			    uintptr_t a3, uintptr_t a4, uintptr_t a5,
+			    uintptr_t a6);
+ucs_status_t ucs_rcache_create(const void *params, const char *name,
+			       void *stats_parent, void **rcache_p);
+void ucs_rcache_destroy(void *rcache);
 void *ucs_pgtable_lookup(const void *pgtable, uintptr_t address);
-/* This library's own, as the process binds calls to it. */
-extern __typeof__(ucs_pgtable_lookup) lookup_here
-	__attribute__((alias("ucs_pgtable_lookup"), visibility("hidden")));
+/* This library's own, as the process binds calls to them. */
+#define HERE(name, sym) \
+	extern __typeof__(sym) name \
+		__attribute__((alias(#sym), visibility("hidden")))
+HERE(lookup_here, ucs_pgtable_lookup);
+HERE(get_here, ucs_rcache_get);
+HERE(create_here, ucs_rcache_create);
+HERE(destroy_here, ucs_rcache_destroy);
 
 #if defined(__x86_64__)
 #define R_JUMP_SLOT	R_X86_64_JUMP_SLOT
@@ -292,10 +306,20 @@ extern __typeof__(ucs_pgtable_lookup) lookup_here
 #define R_GLOB_DAT	R_AARCH64_GLOB_DAT
 #endif
 
+/*
+ * The functions of UCX's whose calls from libucp must reach this
+ * library's: the lookups the guard covers, and the calls that keep its
+ * list of caches and drained counts.
+ */
+static const char *const guarded_names[] = {
+	"ucs_pgtable_lookup", "ucs_rcache_get", "ucs_rcache_create",
+	"ucs_rcache_destroy",
+};
+
 /* What import_check() found in libucp.so.0. */
 struct import {
 	bool loaded;		/* libucp.so.0 is in the process */
-	unsigned int slots;	/* its GOT slots for ucs_pgtable_lookup */
+	unsigned int slots;	/* its GOT slots for guarded_names */
 	unsigned int bound;	/* ... bound to this library's */
 	unsigned int elsewhere;	/* ... bound to another, or not relocated */
 };
@@ -321,31 +345,60 @@ static bool in_object(const struct dl_phdr_info *info, uintptr_t addr)
 	return false;
 }
 
+/* This library's definition of guarded_names[i]. */
+static uintptr_t ours(size_t i)
+{
+	const uintptr_t defs[] = {
+		(uintptr_t)lookup_here, (uintptr_t)get_here,
+		(uintptr_t)create_here, (uintptr_t)destroy_here,
+	};
+
+	return defs[i];
+}
+
+/*
+ * A slot bound to this library's function counts; one not bound yet
+ * (lazy binding: it still points into libucp's PLT) is bound to it now,
+ * as the loader binds it when this library comes first in the lookup
+ * scope, and as it would not where something else came first, or where
+ * libucp was opened RTLD_DEEPBIND: libucp's calls then reach the guard
+ * whatever the order.  No other thread calls them yet: this runs before
+ * the first cache exists.  A slot bound to something else is left, and
+ * refused.
+ */
 static void import_relocs(const struct dl_phdr_info *info,
 			  const ElfW(Rela) *rela, size_t bytes,
 			  const ElfW(Sym) *symtab, const char *strtab,
 			  struct import *im)
 {
-	size_t i;
+	size_t i, k;
 
 	for (i = 0; i < bytes / sizeof(*rela); i++) {
 		const ElfW(Sym) *sym = &symtab[ELF64_R_SYM(rela[i].r_info)];
 		unsigned int type = ELF64_R_TYPE(rela[i].r_info);
-		uintptr_t value;
+		uintptr_t *slot, value;
 
-		if (!ELF64_R_SYM(rela[i].r_info) ||
-		    strcmp(strtab + sym->st_name, "ucs_pgtable_lookup"))
+		if (!ELF64_R_SYM(rela[i].r_info))
+			continue;
+		for (k = 0; k < sizeof(guarded_names) / sizeof(*guarded_names) &&
+		     strcmp(strtab + sym->st_name, guarded_names[k]); k++)
+			;
+		if (k == sizeof(guarded_names) / sizeof(*guarded_names))
 			continue;
 		im->slots++;
-		value = *(const uintptr_t *)(info->dlpi_addr + rela[i].r_offset);
+		slot = (uintptr_t *)(info->dlpi_addr + rela[i].r_offset);
+		value = __atomic_load_n(slot, __ATOMIC_RELAXED);
 		if (sym->st_shndx != SHN_UNDEF ||
-		    (type != R_JUMP_SLOT && type != R_GLOB_DAT))
+		    (type != R_JUMP_SLOT && type != R_GLOB_DAT)) {
 			im->elsewhere++;
-		else if (value == (uintptr_t)lookup_here)
+		} else if (value == ours(k)) {
 			im->bound++;
-		/* Lazy binding: its PLT, bound on the first call as here. */
-		else if (type != R_JUMP_SLOT || !in_object(info, value))
+		} else if (type == R_JUMP_SLOT && in_object(info, value)) {
+			__atomic_store_n(slot, ours(k), __ATOMIC_RELEASE);
+			im->bound++;
+		} else {
 			im->elsewhere++;
+		}
 	}
 }
 
@@ -475,7 +528,7 @@ static const char *unguarded(void)
 	if (!im.loaded)
 		return "libucp.so.0 not found";
 	if (!im.slots || im.elsewhere)
-		return "libucp.so.0 does not call ucs_pgtable_lookup() through its PLT, bound here";
+		return "libucp.so.0 does not call ucs_pgtable_lookup() and the cache's functions through its PLT, bound here";
 	if (!probe_pgtable())
 		return "ucs_rcache_get() did not show where a cache keeps its page table";
 	return NULL;
@@ -651,9 +704,6 @@ static inline void init_once(void)
  */
 ucs_status_t ucs_rcache_get(void *rcache, void *address, size_t length,
 			    uintptr_t a3, uintptr_t a4, uintptr_t a5,
-			    uintptr_t a6);
-ucs_status_t ucs_rcache_get(void *rcache, void *address, size_t length,
-			    uintptr_t a3, uintptr_t a4, uintptr_t a5,
 			    uintptr_t a6)
 {
 	void *outer = in_get;
@@ -692,8 +742,6 @@ ucs_status_t ucs_rcache_get(void *rcache, void *address, size_t length,
  * before it was made.
  */
 ucs_status_t ucs_rcache_create(const void *params, const char *name,
-			       void *stats_parent, void **rcache_p);
-ucs_status_t ucs_rcache_create(const void *params, const char *name,
 			       void *stats_parent, void **rcache_p)
 {
 	const struct rcache_params_118 *p = params;
@@ -729,7 +777,6 @@ ucs_status_t ucs_rcache_create(const void *params, const char *name,
 }
 
 /* Out of caches before UCX frees it: no lookup of it can be running. */
-void ucs_rcache_destroy(void *rcache);
 void ucs_rcache_destroy(void *rcache)
 {
 	struct cache *c;

@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
- * check-ucx's negative control for UCX 1.18: preloaded before
- * libummunotify-ucx, it sends libucp's calls of ucs_pgtable_lookup() (UCP's
- * inline lookups) straight to libucs's, past the library's guard, and
- * every other call (ucs_rcache_get()'s, which the library's start-up probe
- * watches) on to the library.  libucp binds the symbol lazily, so the
- * library's check of its PLT passes and the guard is off: the cache must
- * then hand back stale registrations.
+ * An interposer ahead of libummunotify-ucx, for check-ucx on UCX 1.18:
+ * preloaded first, it would send libucp's calls of ucs_pgtable_lookup()
+ * (UCP's inline lookups) straight to libucs's, past the library's guard,
+ * and every other call (ucs_rcache_get()'s, which the library's start-up
+ * probe watches) on to the library.  libucp binds the symbol lazily: the
+ * library binds its slot to its own at start-up, so this one is never
+ * reached from libucp and the guard holds.  Bound at load (LD_BIND_NOW),
+ * libucp's slot is this one's, and the library refuses.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
