@@ -1204,8 +1204,14 @@ TEST_F(native, watch_with_an_unwritable_result_makes_no_watch)
  * 0 again when it stops.
  */
 #define IN_FLIGHT_SECONDS	10
+/*
+ * The harness's bound of the tests that loop for up to 10 or 20 s (its
+ * default, 30 s, left a CI machine 2.5 times slower little room).
+ */
+#define LOOP_TIMEOUT		90
 
-TEST_F(native, watch_all_counts_the_invalidations_in_flight)
+TEST_F_TIMEOUT(native, watch_all_counts_the_invalidations_in_flight,
+	       LOOP_TIMEOUT)
 {
 	struct ummunotify_watch w = { .user_cookie = 3,
 				      .flags = UMMUNOTIFY_WATCH_ALL };
@@ -1235,7 +1241,7 @@ TEST_F(native, watch_all_counts_the_invalidations_in_flight)
  * A file without one keeps no count, not even while the address space
  * keeps invalidating (another file of it has one): nothing to pay for.
  */
-TEST_F(native, in_flight_stays_zero_without_a_watch_all)
+TEST_F_TIMEOUT(native, in_flight_stays_zero_without_a_watch_all, LOOP_TIMEOUT)
 {
 	struct ummunotify_watch w = { .user_cookie = 3,
 				      .flags = UMMUNOTIFY_WATCH_ALL };
@@ -1266,7 +1272,7 @@ TEST_F(native, in_flight_stays_zero_without_a_watch_all)
  * space watch: from then on the invalidations of the process pay nothing
  * for it and it counts nothing; a new one joins again.
  */
-TEST_F(native, in_flight_stops_with_the_last_watch_all)
+TEST_F_TIMEOUT(native, in_flight_stops_with_the_last_watch_all, LOOP_TIMEOUT)
 {
 	struct ummunotify_watch w = { .user_cookie = 3,
 				      .flags = UMMUNOTIFY_WATCH_ALL };
@@ -1510,7 +1516,8 @@ static void on_alarm(int sig)
 
 #define INTERRUPT_SECONDS	10
 
-TEST_F(native, watchv_of_watch_all_is_not_interrupted_by_signals)
+TEST_F_TIMEOUT(native, watchv_of_watch_all_is_not_interrupted_by_signals,
+	       LOOP_TIMEOUT)
 {
 	struct ummunotify_watch keep = { .user_cookie = 1ULL << 40,
 					 .flags = UMMUNOTIFY_WATCH_ALL };
@@ -1716,7 +1723,8 @@ static void count_resize_race_events(struct __test_metadata *_metadata,
 	}
 }
 
-TEST_F(native, resize_never_misses_the_shared_part_while_another_thread_unmaps_it)
+TEST_F_TIMEOUT(native, resize_never_misses_the_shared_part_while_another_thread_unmaps_it,
+	       LOOP_TIMEOUT)
 {
 	char *p = self->buf;
 	struct ummunotify_watch w, m;
