@@ -25,7 +25,7 @@
 HAVE_OFI	:= $(call have,OFI,rdma/fi_ext.h)
 
 ifeq ($(HAVE_OFI),y)
-OFI_VERSION	:= 1.0.0
+OFI_VERSION	:= 1.1.0
 OFI_SONAME	:= libummunotify-ofi.so.1
 OFI_SO		:= $(O)/libummunotify-ofi.so.$(OFI_VERSION)
 OFI_LIBS	:= $(OFI_SO) $(O)/$(OFI_SONAME) $(O)/libummunotify-ofi.so \
