@@ -62,12 +62,14 @@
  * context) and two loads; after a change, each cache's next inline
  * lookup takes the slow path once.
  *
- * A 1.18 libucp's calls of ucs_pgtable_lookup() and of the cache's
- * functions must reach this library: slots not bound yet are bound here
- * at start-up (another definition ahead in the lookup scope, or
- * RTLD_DEEPBIND, would take them otherwise).  A release not in
- * supported[], or a 1.18 whose libucp is bound elsewhere, or whose
- * start-up probe fails, is left its own hooks, and the library says so.
+ * The lookups of a cache must reach this library: its owner's calls of
+ * ucs_rcache_get() (and in 1.18 libucp's of ucs_pgtable_lookup() and the
+ * cache's functions).  Slots not bound yet are bound here (another
+ * definition ahead in the lookup scope, or RTLD_DEEPBIND, would take them
+ * otherwise): 1.18's libucp at start-up, and every owner when it makes a
+ * cache.  A release not in supported[], or a 1.18 whose libucp is bound
+ * elsewhere, or whose start-up probe fails, is left its own hooks; a
+ * cache whose owner is bound elsewhere is refused; the library says so.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -143,6 +145,14 @@ struct rcache_params_118 {
 	unsigned long max_regions;
 	size_t max_size;
 	size_t max_unreleased;
+};
+
+/* 1.13's ucs_rcache_params_t begins so: the alignments went in 1.15. */
+struct rcache_params_113 {
+	size_t region_struct_size;
+	size_t alignment;
+	size_t max_alignment;
+	int ucm_events;
 };
 
 /* Room for 1.18's ucs_rcache_region_t (96 bytes on 64-bit). */
@@ -307,19 +317,25 @@ HERE(destroy_here, ucs_rcache_destroy);
 #endif
 
 /*
- * The functions of UCX's whose calls from libucp must reach this
- * library's: the lookups the guard covers, and the calls that keep its
- * list of caches and drained counts.
+ * The functions of UCX's whose calls from a cache's owner must reach this
+ * library's: in 1.13 the lookup, ucs_rcache_get(), and in 1.18 also the
+ * inline lookups' ucs_pgtable_lookup() and the calls that keep the list
+ * of caches and drained counts.
  */
 static const char *const guarded_names[] = {
 	"ucs_pgtable_lookup", "ucs_rcache_get", "ucs_rcache_create",
 	"ucs_rcache_destroy",
 };
+#define GUARD_ALL	0xfu
+#define GUARD_GET	0x6u	/* ucs_rcache_get, ucs_rcache_create */
 
-/* What import_check() found in libucp.so.0. */
+/* What import_check() found in one loaded object. */
 struct import {
-	bool loaded;		/* libucp.so.0 is in the process */
-	unsigned int slots;	/* its GOT slots for guarded_names */
+	const char *name;	/* the object's file name, or NULL: */
+	uintptr_t addr;		/* ... the object holding this address */
+	unsigned int names;	/* the guarded_names[] bits to check */
+	const char *found;	/* the object's path, once found */
+	unsigned int slots;	/* its GOT slots for those names */
 	unsigned int bound;	/* ... bound to this library's */
 	unsigned int elsewhere;	/* ... bound to another, or not relocated */
 };
@@ -383,7 +399,8 @@ static void import_relocs(const struct dl_phdr_info *info,
 		for (k = 0; k < sizeof(guarded_names) / sizeof(*guarded_names) &&
 		     strcmp(strtab + sym->st_name, guarded_names[k]); k++)
 			;
-		if (k == sizeof(guarded_names) / sizeof(*guarded_names))
+		if (k == sizeof(guarded_names) / sizeof(*guarded_names) ||
+		    !(im->names & 1u << k))
 			continue;
 		im->slots++;
 		slot = (uintptr_t *)(info->dlpi_addr + rela[i].r_offset);
@@ -402,7 +419,7 @@ static void import_relocs(const struct dl_phdr_info *info,
 	}
 }
 
-/* dl_iterate_phdr()'s callback: libucp.so.0's relocations of the symbol. */
+/* dl_iterate_phdr()'s callback: the object's relocations of the names. */
 static int import_check(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	const char *base = strrchr(info->dlpi_name, '/');
@@ -416,9 +433,10 @@ static int import_check(struct dl_phdr_info *info, size_t size, void *arg)
 	int i;
 
 	(void)size;
-	if (strcmp(base ? base + 1 : info->dlpi_name, "libucp.so.0"))
+	if (im->name ? strcmp(base ? base + 1 : info->dlpi_name, im->name) :
+		       !in_object(info, im->addr))
 		return 0;
-	im->loaded = true;
+	im->found = *info->dlpi_name ? info->dlpi_name : "the executable";
 	for (i = 0; i < info->dlpi_phnum; i++)
 		if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
 			dyn = (const void *)(info->dlpi_addr +
@@ -448,8 +466,10 @@ static int import_check(struct dl_phdr_info *info, size_t size, void *arg)
 			break;
 		}
 	}
-	if (!symtab || !strtab || !is_rela)
+	if (!symtab || !strtab || !is_rela) {
+		im->elsewhere++;
 		return 1;
+	}
 	if (rela)
 		import_relocs(info, rela, rela_bytes, symtab, strtab, im);
 	if (jmprel)
@@ -520,12 +540,12 @@ static bool probe_pgtable(void)
 /* Why UCP's inline lookups cannot be guarded here, or NULL. */
 static const char *unguarded(void)
 {
-	struct import im = { 0 };
+	struct import im = { .name = "libucp.so.0", .names = GUARD_ALL };
 
 	if (!ucx_destroy)
 		return "ucs_rcache_destroy() not found";
 	dl_iterate_phdr(import_check, &im);
-	if (!im.loaded)
+	if (!im.found)
 		return "libucp.so.0 not found";
 	if (!im.slots || im.elsewhere)
 		return "libucp.so.0 does not call ucs_pgtable_lookup() and the cache's functions through its PLT, bound here";
@@ -737,23 +757,55 @@ ucs_status_t ucs_rcache_get(void *rcache, void *address, size_t length,
 }
 
 /*
- * 1.18: a cache that subscribes to VM_UNMAPPED is entered in caches, under
- * caches_lock, which no lookup takes.  It has drained every range fed
- * before it was made.
+ * Whether the object that makes a cache, at CALLER, looks it up through
+ * this library: its calls of guarded_names[] (1.13: ucs_rcache_get() and
+ * create) must reach it, slots not bound yet bound now, before the
+ * object's cache exists, so before it can look that cache up.  An object
+ * bound elsewhere (a definition ahead of this library's, with
+ * LD_BIND_NOW; RTLD_DEEPBIND) would look up without catching up, and
+ * UCM's hooks are off: its cache is refused, and UCX registers uncached.
+ * Said once.
+ */
+static bool creator_bound(uintptr_t caller)
+{
+	static bool said;
+	struct import im = { .addr = caller,
+			     .names = guard ? GUARD_ALL : GUARD_GET };
+
+	dl_iterate_phdr(import_check, &im);
+	if (im.found && !im.elsewhere)
+		return true;
+	if (!__atomic_exchange_n(&said, true, __ATOMIC_RELAXED))
+		fprintf(stderr, "ummunotify-ucx[%d]: %s does not call UCX's cache functions through this library: its registration cache is refused, and UCX registers its memory uncached\n",
+			(int)getpid(), im.found ? im.found : "an unknown object");
+	return false;
+}
+
+/*
+ * A cache that subscribes to VM_UNMAPPED is made only for an owner whose
+ * lookups catch up (creator_bound()); in 1.18 it is entered in caches,
+ * under caches_lock, which no lookup takes, having drained every range
+ * fed before it was made.
  */
 ucs_status_t ucs_rcache_create(const void *params, const char *name,
 			       void *stats_parent, void **rcache_p)
 {
-	const struct rcache_params_118 *p = params;
+	const struct rcache_params_113 *p113 = params;
+	const struct rcache_params_118 *p118 = params;
 	struct cache *c;
 	ucs_status_t ret;
 	uint64_t seq;
 
 	init_once();
-	if (!__atomic_load_n(&umn, __ATOMIC_ACQUIRE) || !guard ||
-	    !(p->ucm_events & UCM_EVENT_VM_UNMAPPED))
+	if (!__atomic_load_n(&umn, __ATOMIC_ACQUIRE) ||
+	    !((seven_args ? p118->ucm_events : p113->ucm_events) &
+	      UCM_EVENT_VM_UNMAPPED))
 		return ((rcache_create_fn *)target(ucx_create, __func__))
 			(params, name, stats_parent, rcache_p);
+	if (!creator_bound((uintptr_t)__builtin_return_address(0)))
+		return UCS_ERR_UNSUPPORTED;
+	if (!guard)
+		return ucx_create(params, name, stats_parent, rcache_p);
 	pthread_mutex_lock(&caches_lock);
 	for (c = caches; c && c->rcache; c = c->next)
 		;

@@ -72,7 +72,7 @@ $(O)/tests/ucp-remap: tests/ucx/ucp-remap.c tests/ucx/remap.h \
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(UCX_CFLAGS) $(LDFLAGS) -rdynamic -o $@ \
 		$< -lucp -lucs -ldl $(LDLIBS)
 
-# UCP's inline lookups sent past the library (check-ucx, UCX 1.18).
+# UCX's lookups sent past the library (check-ucx).
 $(O)/tests/ucx-unguard.so: tests/ucx/unguard.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -shared -fPIC -o $@ $< -ldl
