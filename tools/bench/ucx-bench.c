@@ -3,18 +3,18 @@
  * ucx-bench: UCX's registration cache on an RDMA device, with the memory
  * events the environment gives UCX: UCM's hooks as installed, or
  * libummunotify-ucx (LD_PRELOAD, UCX_MEM_MMAP_HOOK_MODE=none).  It times
- * the ib memory domain of UMMUNOTIFY_RDMA_DEVICE as UCX's own test of
- * registration cost does (test_md.reg_perf): uct_md_mem_reg() and
- * uct_md_mem_dereg() of one buffer.  In UCX 1.13 that lookup is
- * ucs_rcache_get() on the domain's cache, as is UCP's for a send (the
- * context's cache, whose misses register through the domain).  umn-bench
- * (ucx.c) runs it once per path and repetition, the paths in turn, and
- * reads its lines, "NAME unit VALUE":
+ * what a UCP program pays to register a buffer: ucp_mem_map() of it and
+ * ucp_mem_unmap(), in a UCP context whose only transport is rc_verbs on
+ * UMMUNOTIFY_RDMA_DEVICE.  In UCX 1.13 that lookup is ucs_rcache_get() on
+ * the InfiniBand memory domain's cache; in 1.18 the UCP context's own
+ * cache, looked up inline in libucp (ucp_memh_get()), as UCP's sends look
+ * their buffers up.  umn-bench (ucx.c) runs it once per path and
+ * repetition, the paths in turn, and reads its lines, "NAME unit VALUE":
  *
  *   ucx      -   UCX's release
  *   path     -   ummunotify, or UCM's hooks
- *   hit      ns  uct_md_mem_reg() + uct_md_mem_dereg() of a cached buffer
- *   miss4k   us  mmap, touch, reg, dereg, munmap: 4 KiB, registered anew
+ *   hit      ns  ucp_mem_map() + ucp_mem_unmap() of a cached buffer
+ *   miss4k   us  mmap, touch, map, unmap, munmap: 4 KiB, registered anew
  *   miss1m   us  the same, 1 MiB
  *
  * It fails unless the hit loop registered nothing and each miss once, at
@@ -30,7 +30,6 @@
 #include <time.h>
 
 #include <ucp/api/ucp.h>
-#include <uct/api/uct.h>
 
 #include "registrations.h"
 #include "ummunotify-ucx.h"
@@ -51,71 +50,60 @@ static void die(const char *what, ucs_status_t status)
 	exit(1);
 }
 
-/* The ib component's memory domain named dev, its cache as configured. */
-static uct_md_h open_md(const char *dev)
+/* A UCP context on DEV's rc_verbs alone: one memory domain to register. */
+static ucp_context_h open_context(const char *dev)
 {
-	uct_component_attr_t attr;
-	uct_component_h *components;
-	unsigned int n, i, j;
-	uct_md_config_t *config;
+	ucp_params_t params = {
+		.field_mask = UCP_PARAM_FIELD_FEATURES,
+		.features = UCP_FEATURE_TAG | UCP_FEATURE_RMA,
+	};
+	ucp_config_t *config;
+	ucp_context_h context;
 	ucs_status_t status;
-	uct_md_h md;
+	char *devices;
 
-	status = uct_query_components(&components, &n);
+	if (asprintf(&devices, "%s:1", dev) < 0)
+		die("asprintf", UCS_ERR_NO_MEMORY);
+	status = ucp_config_read(NULL, NULL, &config);
 	if (status != UCS_OK)
-		die("uct_query_components", status);
-	for (i = 0; i < n; i++) {
-		attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME |
-				  UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
-		status = uct_component_query(components[i], &attr);
-		if (status != UCS_OK || strcmp(attr.name, "ib"))
-			continue;
-		attr.md_resources = calloc(attr.md_resource_count,
-					   sizeof(*attr.md_resources));
-		attr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCES;
-		if (!attr.md_resources ||
-		    uct_component_query(components[i], &attr) != UCS_OK)
-			die("uct_component_query", UCS_ERR_NO_MEMORY);
-		for (j = 0; j < attr.md_resource_count; j++)
-			if (!strcmp(attr.md_resources[j].md_name, dev))
-				break;
-		if (j == attr.md_resource_count)
-			break;
-		free(attr.md_resources);
-		status = uct_md_config_read(components[i], NULL, NULL, &config);
-		if (status != UCS_OK)
-			die("uct_md_config_read", status);
-		status = uct_md_open(components[i], dev, config, &md);
-		uct_config_release(config);
-		if (status != UCS_OK)
-			die("uct_md_open", status);
-		uct_release_component_list(components);
-		return md;
-	}
-	fprintf(stderr, "ucx-bench: no ib memory domain %s\n", dev);
-	exit(1);
+		die("ucp_config_read", status);
+	if (ucp_config_modify(config, "TLS", "rc_verbs") != UCS_OK ||
+	    ucp_config_modify(config, "NET_DEVICES", devices) != UCS_OK)
+		die("ucp_config_modify", UCS_ERR_INVALID_PARAM);
+	status = ucp_init(&params, config, &context);
+	ucp_config_release(config);
+	free(devices);
+	if (status != UCS_OK)
+		die("ucp_init", status);
+	return context;
 }
 
-static void reg_dereg(uct_md_h md, void *buf, size_t len)
+static void reg_dereg(ucp_context_h context, void *buf, size_t len)
 {
+	ucp_mem_map_params_t params = {
+		.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
+			      UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+		.address = buf,
+		.length = len,
+	};
 	ucs_status_t status;
-	uct_mem_h memh;
+	ucp_mem_h memh;
 
-	status = uct_md_mem_reg(md, buf, len, UCT_MD_MEM_ACCESS_ALL, &memh);
+	status = ucp_mem_map(context, &params, &memh);
 	if (status != UCS_OK)
-		die("uct_md_mem_reg", status);
-	status = uct_md_mem_dereg(md, memh);
+		die("ucp_mem_map", status);
+	status = ucp_mem_unmap(context, memh);
 	if (status != UCS_OK)
-		die("uct_md_mem_dereg", status);
+		die("ucp_mem_unmap", status);
 }
 
-static double hit_ns(uct_md_h md, char *buf, int iters)
+static double hit_ns(ucp_context_h context, char *buf, int iters)
 {
 	double t = now();
 	int i;
 
 	for (i = 0; i < iters; i++)
-		reg_dereg(md, buf, BUF_SIZE);
+		reg_dereg(context, buf, BUF_SIZE);
 	return (now() - t) / iters;
 }
 
@@ -125,7 +113,7 @@ static double hit_ns(uct_md_h md, char *buf, int iters)
  * cache (a buffer at a new address registers anew whatever the cache
  * missed).
  */
-static double miss_us(uct_md_h md, size_t len, int iters)
+static double miss_us(ucp_context_h context, size_t len, int iters)
 {
 	double t = now();
 	char *p, *first = NULL;
@@ -144,7 +132,7 @@ static double miss_us(uct_md_h md, size_t len, int iters)
 			exit(1);
 		}
 		memset(p, 1, len);
-		reg_dereg(md, p, len);
+		reg_dereg(context, p, len);
 		munmap(p, len);
 	}
 	return (now() - t) / iters / 1e3;
@@ -175,7 +163,7 @@ int main(void)
 	const char *dev = getenv("UMMUNOTIFY_RDMA_DEVICE");
 	unsigned int major, minor, release;
 	unsigned long regs;
-	uct_md_h md;
+	ucp_context_h context;
 	double v;
 	char *buf;
 	size_t i;
@@ -184,20 +172,19 @@ int main(void)
 		fprintf(stderr, "ucx-bench: no UMMUNOTIFY_RDMA_DEVICE\n");
 		return 2;
 	}
-	/* libummunotify-ucx learns UCX's release from libucp too. */
 	ucp_get_version(&major, &minor, &release);
 	printf("ucx - %u.%u.%u\n", major, minor, release);
-	md = open_md(dev);
+	context = open_context(dev);
 	buf = mmap(NULL, BUF_SIZE, PROT_READ | PROT_WRITE,
 		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (buf == MAP_FAILED)
 		die("mmap", UCS_ERR_NO_MEMORY);
 	memset(buf, 1, BUF_SIZE);
-	hit_ns(md, buf, 1000);
+	hit_ns(context, buf, 1000);
 	printf("path - %s\n", path());
 
 	regs = ucx_registrations;
-	v = hit_ns(md, buf, 20000);
+	v = hit_ns(context, buf, 20000);
 	regs = ucx_registrations - regs;
 	printf("hit ns %.1f\n", v);
 	if (regs) {
@@ -206,9 +193,9 @@ int main(void)
 		return 1;
 	}
 	for (i = 0; i < sizeof(misses) / sizeof(misses[0]); i++) {
-		miss_us(md, misses[i].len, misses[i].iters / 10);
+		miss_us(context, misses[i].len, misses[i].iters / 10);
 		regs = ucx_registrations;
-		v = miss_us(md, misses[i].len, misses[i].iters);
+		v = miss_us(context, misses[i].len, misses[i].iters);
 		regs = ucx_registrations - regs;
 		printf("%s us %.2f\n", misses[i].name, v);
 		if (regs != (unsigned long)misses[i].iters) {
@@ -217,6 +204,6 @@ int main(void)
 			return 1;
 		}
 	}
-	uct_md_close(md);
+	ucp_cleanup(context);
 	return 0;
 }

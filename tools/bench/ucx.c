@@ -4,7 +4,9 @@
  * and by libummunotify-ucx (preloaded, UCX_MEM_MMAP_HOOK_MODE=none), side
  * by side: ucx-bench's cache hit and miss loops, one process per path and
  * repetition, the paths in turn so that the machine's drift hits them
- * alike; and the two-rank MPI jobs over UCX (lib/tests/ofi/mpi-job,
+ * alike, on UCX 1.13 and, where tools/bench/run gives the Debian 13
+ * system (UMMUNOTIFY_UCX_IN_ROOT: lib/tests/ofi/in-root ROOT BUILD), on
+ * UCX 1.18 there, whose UCP lookups are inline; and the two-rank MPI jobs over UCX (lib/tests/ofi/mpi-job,
  * mpi-remap's ucx mode): Open MPI's pml ucx (MPI_JOB_PML=ucx) and MPICH's
  * ch4:ucx (MPI_JOB_MPI=mpich, mpi-remap-mpich), MPI_REPS jobs per MPI and
  * path, each checked as check-ofi checks it.  Transparent huge pages are
@@ -40,8 +42,16 @@ struct mpi_run {
 	bool ok[MPI_REPS];	/* ran on its path, cached, counted right */
 };
 
-struct ucx_run {
+/* Where ucx-bench runs: the guest's UCX, or the Debian 13 system's. */
+static const char *const releases[] = { "1.13", "1.18" };
+enum { UCX113, UCX118, NR_RELEASES };
+
+struct cache_run {
 	double hit[UCX_REPS], miss4k[UCX_REPS], miss1m[UCX_REPS];
+};
+
+struct ucx_run {
+	struct cache_run cache[NR_RELEASES];
 	struct mpi_run mpi[NR_MPIS];
 };
 
@@ -105,25 +115,83 @@ static void path_env(int p, int mpi, const char *env[11])
 	env[n] = NULL;
 }
 
-static void run_bench(int p, int rep, struct ucx_run *r)
+/*
+ * ucx-bench on path p and release rel: in the Debian 13 system the
+ * library is named by its path there, as in-root's VAR=VALUE words.
+ */
+static void run_bench(int p, int rel, int rep, struct cache_run *r)
 {
 	const char *want = p == UMN ? "ummunotify" : "UCM's hooks";
-	char line[512], path[64] = "";
-	const char *env[11];
+	char line[512], path[64] = "", ucx[32] = "";
+	const char *env[11] = { NULL };
+	char *cmd;
 	FILE *f;
 
-	path_env(p, -1, env);
-	f = run_with(env, getenv("UMMUNOTIFY_UCX_BENCH"));
+	if (rel == UCX113) {
+		path_env(p, -1, env);
+		cmd = strdup(getenv("UMMUNOTIFY_UCX_BENCH"));
+	} else if (asprintf(&cmd, "%s %s bench/ucx-bench",
+			    getenv("UMMUNOTIFY_UCX_IN_ROOT"),
+			    p == UMN ? "LD_PRELOAD=/mnt/lib/libummunotify-ucx.so.1 UCX_MEM_MMAP_HOOK_MODE=none" : "") < 0) {
+		cmd = NULL;
+	}
+	if (!cmd)
+		fail("ucx-bench", -ENOMEM);
+	f = run_with(env, cmd);
 	while (fgets(line, sizeof(line), f)) {
 		sscanf(line, "path - %63[^\n]", path);
+		sscanf(line, "ucx - %31[^\n]", ucx);
 		read_values(line, "hit", r->hit, rep, rep + 1);
 		read_values(line, "miss4k", r->miss4k, rep, rep + 1);
 		read_values(line, "miss1m", r->miss1m, rep, rep + 1);
 	}
 	if (pclose(f))
-		fail("ucx-bench", -EIO);
+		fail(cmd, -EIO);
 	if (strcmp(path, want))
 		fail("ucx-bench ran on another path than asked", -EINVAL);
+	if (strncmp(ucx, releases[rel], strlen(releases[rel])) ||
+	    ucx[strlen(releases[rel])] != '.')
+		fail("ucx-bench ran on another UCX release than asked", -EINVAL);
+	free(cmd);
+}
+
+/* Release rel's rows and goals: the cache's hit and misses, per path. */
+static void cache_report(int rel, struct ucx_run runs[NR_PATHS])
+{
+	struct summary hit[NR_PATHS], m4[NR_PATHS], m1[NR_PATHS];
+	char what[64], label[64];
+	int p;
+
+	for (p = 0; p < NR_PATHS; p++) {
+		snprintf(what, sizeof(what), "UCX %s hit: ucp_mem_map + unmap",
+			 releases[rel]);
+		hit[p] = row(paths[p], what, "ns", runs[p].cache[rel].hit,
+			     UCX_REPS);
+	}
+	for (p = 0; p < NR_PATHS; p++) {
+		snprintf(what, sizeof(what), "UCX %s 4 KiB: mmap, map, unmap, munmap",
+			 releases[rel]);
+		m4[p] = row(paths[p], what, "us", runs[p].cache[rel].miss4k,
+			    UCX_REPS);
+	}
+	for (p = 0; p < NR_PATHS; p++) {
+		snprintf(what, sizeof(what), "UCX %s 1 MiB: mmap, map, unmap, munmap",
+			 releases[rel]);
+		m1[p] = row(paths[p], what, "us", runs[p].cache[rel].miss1m,
+			    UCX_REPS);
+	}
+	snprintf(label, sizeof(label), "ucx %s hit: within 10%% of UCM's hooks",
+		 releases[rel]);
+	goal(label, "ummunotify / UCM hooks hit", hit[UMN].med / hit[UCM].med,
+	     "x", 1.10, true);
+	snprintf(label, sizeof(label),
+		 "ucx %s 4 KiB miss: within 10%% of UCM's hooks", releases[rel]);
+	goal(label, "ummunotify / UCM hooks, 4 KiB miss",
+	     m4[UMN].med / m4[UCM].med, "x", 1.10, true);
+	snprintf(label, sizeof(label),
+		 "ucx %s 1 MiB miss: within 10%% of UCM's hooks", releases[rel]);
+	goal(label, "ummunotify / UCM hooks, 1 MiB miss",
+	     m1[UMN].med / m1[UCM].med, "x", 1.10, true);
 }
 
 /*
@@ -254,11 +322,10 @@ static void mpi_report(int mpi, struct ucx_run runs[NR_PATHS])
 void measure_ucx(void)
 {
 	static struct ucx_run runs[NR_PATHS];
-	struct summary hit[NR_PATHS], m4[NR_PATHS], m1[NR_PATHS];
 	char thp_was[32];
-	int p, rep, mpi;
+	int p, rep, mpi, rel;
 
-	section(10, "UCX's registration cache (ib md on rxe) and the MPI jobs over UCX, per path");
+	section(10, "UCX's registration cache (UCP on rxe, UCX 1.13 and 1.18) and the MPI jobs over UCX, per path");
 	if (!getenv("UMMUNOTIFY_UCX_BENCH") ||
 	    !getenv("UMMUNOTIFY_UCX_PRELOAD")) {
 		note("not measured: no ucx-bench (UCX, libummunotify-ucx or an RDMA device is missing)");
@@ -266,29 +333,18 @@ void measure_ucx(void)
 	}
 	thp_mode(thp_was);
 	thp_set("never");
-	for (rep = 0; rep < UCX_REPS; rep++)
-		for (p = 0; p < NR_PATHS; p++)
-			run_bench(p, rep, &runs[p]);
-	for (p = 0; p < NR_PATHS; p++)
-		hit[p] = row(paths[p], "cache hit: uct_md_mem_reg + dereg", "ns",
-			     runs[p].hit, UCX_REPS);
-	for (p = 0; p < NR_PATHS; p++)
-		m4[p] = row(paths[p], "4 KiB: mmap, reg, dereg, munmap", "us",
-			    runs[p].miss4k, UCX_REPS);
-	for (p = 0; p < NR_PATHS; p++)
-		m1[p] = row(paths[p], "1 MiB: mmap, reg, dereg, munmap", "us",
-			    runs[p].miss1m, UCX_REPS);
+	for (rel = 0; rel < NR_RELEASES; rel++) {
+		if (rel == UCX118 && !getenv("UMMUNOTIFY_UCX_IN_ROOT")) {
+			note("UCX 1.18: not measured (no Debian 13 system: tools/testing/trixie-root)");
+			continue;
+		}
+		for (rep = 0; rep < UCX_REPS; rep++)
+			for (p = 0; p < NR_PATHS; p++)
+				run_bench(p, rel, rep, &runs[p].cache[rel]);
+		cache_report(rel, runs);
+	}
 	note("medians of %d processes per path, run in turn; [lowest - highest]; no registration in any hit loop, one per miss",
 	     UCX_REPS);
-
-	goal("ucx hit: within 10% of UCM's hooks", "ummunotify / UCM hooks hit",
-	     hit[UMN].med / hit[UCM].med, "x", 1.10, true);
-	goal("ucx 4 KiB miss: within 10% of UCM's hooks",
-	     "ummunotify / UCM hooks, 4 KiB miss", m4[UMN].med / m4[UCM].med,
-	     "x", 1.10, true);
-	goal("ucx 1 MiB miss: within 10% of UCM's hooks",
-	     "ummunotify / UCM hooks, 1 MiB miss", m1[UMN].med / m1[UCM].med,
-	     "x", 1.10, true);
 
 	for (mpi = 0; mpi < NR_MPIS; mpi++) {
 		if (!getenv(mpi_jobs[mpi])) {
