@@ -196,8 +196,14 @@ struct cache {
 static struct cache *caches;
 static pthread_mutex_t caches_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/*
+ * This library's thread-locals are read on every hit: static TLS, no
+ * __tls_get_addr() call (it is preloaded, so loaded at start-up).
+ */
+#define HIT_TLS	__thread __attribute__((tls_model("initial-exec")))
+
 /* The cache whose ucs_rcache_get() this thread is in, handed on. */
-static __thread void *in_get;
+static HIT_TLS void *in_get;
 /* The probe's cache while init() probes, and the page table seen. */
 static void *probing;
 static const void *probed;
@@ -686,7 +692,7 @@ static void feed(void *arg, const struct umn_event *event)
  * would otherwise drain again inside the drain (the handle's lock is
  * recursive), under the outer drain's view of the ring.
  */
-static __thread bool feeding;
+static HIT_TLS bool feeding;
 
 static void catch_up_slow(struct umn *u)
 {

@@ -42,16 +42,26 @@ struct mpi_run {
 	bool ok[MPI_REPS];	/* ran on its path, cached, counted right */
 };
 
-/* Where ucx-bench runs: the guest's UCX, or the Debian 13 system's. */
-static const char *const releases[] = { "1.13", "1.18" };
-enum { UCX113, UCX118, NR_RELEASES };
+/*
+ * What ucx-bench times: UCP's registration on the guest's UCX 1.13 and on
+ * the Debian 13 system's 1.18, and 1.13's memory domain alone (1.18's
+ * caches nothing).
+ */
+static const struct {
+	const char *release, *api, *hit, *miss;
+} kinds[] = {
+	{ "1.13", "md", "uct_md_mem_reg + dereg", "reg, dereg" },
+	{ "1.13", "ucp", "ucp_mem_map + unmap", "map, unmap" },
+	{ "1.18", "ucp", "ucp_mem_map + unmap", "map, unmap" },
+};
+#define NR_KINDS	(sizeof(kinds) / sizeof(kinds[0]))
 
 struct cache_run {
 	double hit[UCX_REPS], miss4k[UCX_REPS], miss1m[UCX_REPS];
 };
 
 struct ucx_run {
-	struct cache_run cache[NR_RELEASES];
+	struct cache_run cache[NR_KINDS];
 	struct mpi_run mpi[NR_MPIS];
 };
 
@@ -116,26 +126,30 @@ static void path_env(int p, int mpi, const char *env[11])
 }
 
 /*
- * ucx-bench on path p and release rel: in the Debian 13 system the
+ * ucx-bench of kind k on path p: 1.18 in the Debian 13 system, where the
  * library is named by its path there, as in-root's VAR=VALUE words.
  */
-static void run_bench(int p, int rel, int rep, struct cache_run *r)
+static void run_bench(int p, size_t k, int rep, struct cache_run *r)
 {
 	const char *want = p == UMN ? "ummunotify" : "UCM's hooks";
+	const char *release = kinds[k].release;
 	char line[512], path[64] = "", ucx[32] = "";
 	const char *env[11] = { NULL };
 	char *cmd;
 	FILE *f;
+	int ret;
 
-	if (rel == UCX113) {
+	if (strcmp(release, "1.18")) {
 		path_env(p, -1, env);
-		cmd = strdup(getenv("UMMUNOTIFY_UCX_BENCH"));
-	} else if (asprintf(&cmd, "%s %s bench/ucx-bench",
-			    getenv("UMMUNOTIFY_UCX_IN_ROOT"),
-			    p == UMN ? "LD_PRELOAD=/mnt/lib/libummunotify-ucx.so.1 UCX_MEM_MMAP_HOOK_MODE=none" : "") < 0) {
-		cmd = NULL;
+		ret = asprintf(&cmd, "%s %s", getenv("UMMUNOTIFY_UCX_BENCH"),
+			       kinds[k].api);
+	} else {
+		ret = asprintf(&cmd, "%s %s bench/ucx-bench %s",
+			       getenv("UMMUNOTIFY_UCX_IN_ROOT"),
+			       p == UMN ? "LD_PRELOAD=/mnt/lib/libummunotify-ucx.so.1 UCX_MEM_MMAP_HOOK_MODE=none" : "",
+			       kinds[k].api);
 	}
-	if (!cmd)
+	if (ret < 0)
 		fail("ucx-bench", -ENOMEM);
 	f = run_with(env, cmd);
 	while (fgets(line, sizeof(line), f)) {
@@ -149,49 +163,54 @@ static void run_bench(int p, int rel, int rep, struct cache_run *r)
 		fail(cmd, -EIO);
 	if (strcmp(path, want))
 		fail("ucx-bench ran on another path than asked", -EINVAL);
-	if (strncmp(ucx, releases[rel], strlen(releases[rel])) ||
-	    ucx[strlen(releases[rel])] != '.')
+	if (strncmp(ucx, release, strlen(release)) ||
+	    ucx[strlen(release)] != '.')
 		fail("ucx-bench ran on another UCX release than asked", -EINVAL);
 	free(cmd);
 }
 
-/* Release rel's rows and goals: the cache's hit and misses, per path. */
-static void cache_report(int rel, struct ucx_run runs[NR_PATHS])
+/* Kind k's goal for one loop: ummunotify within 10% of UCM's hooks. */
+static void cache_goal(size_t k, const char *loop,
+		       const struct summary s[NR_PATHS])
+{
+	char label[80], what[80];
+
+	snprintf(label, sizeof(label), "ucx %s %s %s: within 10%% of UCM's hooks",
+		 kinds[k].release, kinds[k].api, loop);
+	snprintf(what, sizeof(what), "ummunotify / UCM hooks, UCX %s %s %s",
+		 kinds[k].release, kinds[k].api, loop);
+	goal(label, what, s[UMN].med / s[UCM].med, "x", 1.10, true);
+}
+
+/* Kind k's rows and goals: the cache's hit and misses, per path. */
+static void cache_report(size_t k, struct ucx_run runs[NR_PATHS])
 {
 	struct summary hit[NR_PATHS], m4[NR_PATHS], m1[NR_PATHS];
-	char what[64], label[64];
+	const char *release = kinds[k].release;
+	char what[64];
 	int p;
 
 	for (p = 0; p < NR_PATHS; p++) {
-		snprintf(what, sizeof(what), "UCX %s hit: ucp_mem_map + unmap",
-			 releases[rel]);
-		hit[p] = row(paths[p], what, "ns", runs[p].cache[rel].hit,
+		snprintf(what, sizeof(what), "UCX %s hit: %s", release,
+			 kinds[k].hit);
+		hit[p] = row(paths[p], what, "ns", runs[p].cache[k].hit,
 			     UCX_REPS);
 	}
 	for (p = 0; p < NR_PATHS; p++) {
-		snprintf(what, sizeof(what), "UCX %s 4 KiB: mmap, map, unmap, munmap",
-			 releases[rel]);
-		m4[p] = row(paths[p], what, "us", runs[p].cache[rel].miss4k,
+		snprintf(what, sizeof(what), "UCX %s 4 KiB: mmap, %s, munmap",
+			 release, kinds[k].miss);
+		m4[p] = row(paths[p], what, "us", runs[p].cache[k].miss4k,
 			    UCX_REPS);
 	}
 	for (p = 0; p < NR_PATHS; p++) {
-		snprintf(what, sizeof(what), "UCX %s 1 MiB: mmap, map, unmap, munmap",
-			 releases[rel]);
-		m1[p] = row(paths[p], what, "us", runs[p].cache[rel].miss1m,
+		snprintf(what, sizeof(what), "UCX %s 1 MiB: mmap, %s, munmap",
+			 release, kinds[k].miss);
+		m1[p] = row(paths[p], what, "us", runs[p].cache[k].miss1m,
 			    UCX_REPS);
 	}
-	snprintf(label, sizeof(label), "ucx %s hit: within 10%% of UCM's hooks",
-		 releases[rel]);
-	goal(label, "ummunotify / UCM hooks hit", hit[UMN].med / hit[UCM].med,
-	     "x", 1.10, true);
-	snprintf(label, sizeof(label),
-		 "ucx %s 4 KiB miss: within 10%% of UCM's hooks", releases[rel]);
-	goal(label, "ummunotify / UCM hooks, 4 KiB miss",
-	     m4[UMN].med / m4[UCM].med, "x", 1.10, true);
-	snprintf(label, sizeof(label),
-		 "ucx %s 1 MiB miss: within 10%% of UCM's hooks", releases[rel]);
-	goal(label, "ummunotify / UCM hooks, 1 MiB miss",
-	     m1[UMN].med / m1[UCM].med, "x", 1.10, true);
+	cache_goal(k, "hit", hit);
+	cache_goal(k, "4 KiB miss", m4);
+	cache_goal(k, "1 MiB miss", m1);
 }
 
 /*
@@ -323,9 +342,10 @@ void measure_ucx(void)
 {
 	static struct ucx_run runs[NR_PATHS];
 	char thp_was[32];
-	int p, rep, mpi, rel;
+	int p, rep, mpi;
+	size_t k;
 
-	section(10, "UCX's registration cache (UCP on rxe, UCX 1.13 and 1.18) and the MPI jobs over UCX, per path");
+	section(10, "UCX's registration cache (on rxe, UCX 1.13 and 1.18) and the MPI jobs over UCX, per path");
 	if (!getenv("UMMUNOTIFY_UCX_BENCH") ||
 	    !getenv("UMMUNOTIFY_UCX_PRELOAD")) {
 		note("not measured: no ucx-bench (UCX, libummunotify-ucx or an RDMA device is missing)");
@@ -333,15 +353,16 @@ void measure_ucx(void)
 	}
 	thp_mode(thp_was);
 	thp_set("never");
-	for (rel = 0; rel < NR_RELEASES; rel++) {
-		if (rel == UCX118 && !getenv("UMMUNOTIFY_UCX_IN_ROOT")) {
+	for (k = 0; k < NR_KINDS; k++) {
+		if (!strcmp(kinds[k].release, "1.18") &&
+		    !getenv("UMMUNOTIFY_UCX_IN_ROOT")) {
 			note("UCX 1.18: not measured (no Debian 13 system: tools/testing/trixie-root)");
 			continue;
 		}
 		for (rep = 0; rep < UCX_REPS; rep++)
 			for (p = 0; p < NR_PATHS; p++)
-				run_bench(p, rel, rep, &runs[p].cache[rel]);
-		cache_report(rel, runs);
+				run_bench(p, k, rep, &runs[p].cache[k]);
+		cache_report(k, runs);
 	}
 	note("medians of %d processes per path, run in turn; [lowest - highest]; no registration in any hit loop, one per miss",
 	     UCX_REPS);
