@@ -332,8 +332,10 @@ static const char *const guarded_names[] = {
 	"ucs_pgtable_lookup", "ucs_rcache_get", "ucs_rcache_create",
 	"ucs_rcache_destroy",
 };
+#define GUARD_LOOKUP	0x1u	/* ucs_pgtable_lookup */
+#define GUARD_GET	0x2u	/* ucs_rcache_get */
+#define GUARD_1_13	0x6u	/* ucs_rcache_get, ucs_rcache_create */
 #define GUARD_ALL	0xfu
-#define GUARD_GET	0x6u	/* ucs_rcache_get, ucs_rcache_create */
 
 /* What import_check() found in one loaded object. */
 struct import {
@@ -341,7 +343,7 @@ struct import {
 	uintptr_t addr;		/* ... the object holding this address */
 	unsigned int names;	/* the guarded_names[] bits to check */
 	const char *found;	/* the object's path, once found */
-	unsigned int slots;	/* its GOT slots for those names */
+	unsigned int seen;	/* the names bits it has slots for */
 	unsigned int bound;	/* ... bound to this library's */
 	unsigned int elsewhere;	/* ... bound to another, or not relocated */
 };
@@ -380,13 +382,15 @@ static uintptr_t ours(size_t i)
 
 /*
  * A slot bound to this library's function counts; one not bound yet
- * (lazy binding: it still points into libucp's PLT) is bound to it now,
- * as the loader binds it when this library comes first in the lookup
+ * (lazy binding: it still points into the object's PLT) is bound to it
+ * now, as the loader binds it when this library comes first in the lookup
  * scope, and as it would not where something else came first, or where
- * libucp was opened RTLD_DEEPBIND: libucp's calls then reach the guard
- * whatever the order.  No other thread calls them yet: this runs before
- * the first cache exists.  A slot bound to something else is left, and
- * refused.
+ * the object was opened RTLD_DEEPBIND: its calls then reach the guard
+ * whatever the order.  A slot not bound yet has not been called: in UCX
+ * 1.13 and 1.18 every cache an object looks up through it subscribes to
+ * VM_UNMAPPED, so was made through here, after its object's slots were
+ * checked (the loader binds a slot only in a call through it).  A slot
+ * bound to something else is left, and refused.
  */
 static void import_relocs(const struct dl_phdr_info *info,
 			  const ElfW(Rela) *rela, size_t bytes,
@@ -408,7 +412,7 @@ static void import_relocs(const struct dl_phdr_info *info,
 		if (k == sizeof(guarded_names) / sizeof(*guarded_names) ||
 		    !(im->names & 1u << k))
 			continue;
-		im->slots++;
+		im->seen |= 1u << k;
 		slot = (uintptr_t *)(info->dlpi_addr + rela[i].r_offset);
 		value = __atomic_load_n(slot, __ATOMIC_RELAXED);
 		if (sym->st_shndx != SHN_UNDEF ||
@@ -553,7 +557,8 @@ static const char *unguarded(void)
 	dl_iterate_phdr(import_check, &im);
 	if (!im.found)
 		return "libucp.so.0 not found";
-	if (!im.slots || im.elsewhere)
+	if ((im.seen & (GUARD_LOOKUP | GUARD_GET)) !=
+	    (GUARD_LOOKUP | GUARD_GET) || im.elsewhere)
 		return "libucp.so.0 does not call ucs_pgtable_lookup() and the cache's functions through its PLT, bound here";
 	if (!probe_pgtable())
 		return "ucs_rcache_get() did not show where a cache keeps its page table";
@@ -764,25 +769,28 @@ ucs_status_t ucs_rcache_get(void *rcache, void *address, size_t length,
 
 /*
  * Whether the object that makes a cache, at CALLER, looks it up through
- * this library: its calls of guarded_names[] (1.13: ucs_rcache_get() and
- * create) must reach it, slots not bound yet bound now, before the
- * object's cache exists, so before it can look that cache up.  An object
- * bound elsewhere (a definition ahead of this library's, with
- * LD_BIND_NOW; RTLD_DEEPBIND) would look up without catching up, and
- * UCM's hooks are off: its cache is refused, and UCX registers uncached.
- * Said once.
+ * this library: it must call ucs_rcache_get() (UCX's owners look up the
+ * caches they make), and its calls of guarded_names[] (1.13: get and
+ * create) must reach this library, slots not bound yet bound now.  An
+ * object bound elsewhere (a definition ahead of this library's, with
+ * LD_BIND_NOW; RTLD_DEEPBIND), or one that calls no ucs_rcache_get() (a
+ * wrapper forwarding the make), would look up without catching up, with
+ * UCM's hooks off: its cache is refused, UCX goes on without it, and the
+ * library says so, once, and counts it.  On AArch64, GCC 10 and later
+ * give the return address without its pointer authentication code.
  */
 static bool creator_bound(uintptr_t caller)
 {
 	static bool said;
 	struct import im = { .addr = caller,
-			     .names = guard ? GUARD_ALL : GUARD_GET };
+			     .names = guard ? GUARD_ALL : GUARD_1_13 };
 
 	dl_iterate_phdr(import_check, &im);
-	if (im.found && !im.elsewhere)
+	if (im.found && (im.seen & GUARD_GET) && !im.elsewhere)
 		return true;
+	count(&status.refused);
 	if (!__atomic_exchange_n(&said, true, __ATOMIC_RELAXED))
-		fprintf(stderr, "ummunotify-ucx[%d]: %s does not call UCX's cache functions through this library: its registration cache is refused, and UCX registers its memory uncached\n",
+		fprintf(stderr, "ummunotify-ucx[%d]: %s does not call ucs_rcache_get() through this library: its registration cache is refused, and UCX goes on without it (said once; umn_ucx_status() counts them)\n",
 			(int)getpid(), im.found ? im.found : "an unknown object");
 	return false;
 }
@@ -811,7 +819,8 @@ ucs_status_t ucs_rcache_create(const void *params, const char *name,
 	if (!creator_bound((uintptr_t)__builtin_return_address(0)))
 		return UCS_ERR_UNSUPPORTED;
 	if (!guard)
-		return ucx_create(params, name, stats_parent, rcache_p);
+		return ((rcache_create_fn *)target(ucx_create, __func__))
+			(params, name, stats_parent, rcache_p);
 	pthread_mutex_lock(&caches_lock);
 	for (c = caches; c && c->rcache; c = c->next)
 		;
@@ -926,8 +935,12 @@ void umn_ucx_status(struct umn_ucx_status *out, size_t size)
 		.catch_ups = __atomic_load_n(&status.catch_ups, __ATOMIC_RELAXED),
 		.ranges = __atomic_load_n(&status.ranges, __ATOMIC_RELAXED),
 		.overflows = __atomic_load_n(&status.overflows, __ATOMIC_RELAXED),
+		.refused = __atomic_load_n(&status.refused, __ATOMIC_RELAXED),
 	};
 
 	memcpy(now.ucx_version, status.ucx_version, sizeof(now.ucx_version));
 	memcpy(out, &now, size < sizeof(now) ? size : sizeof(now));
+	/* A caller newer than this library finds zeros in what it added. */
+	if (size > sizeof(now))
+		memset((char *)out + sizeof(now), 0, size - sizeof(now));
 }

@@ -18,7 +18,7 @@
 HAVE_UCX	:= $(call have,UCX,ucm/api/ucm.h)
 
 ifeq ($(HAVE_UCX),y)
-UCX_VERSION	:= 1.1.0
+UCX_VERSION	:= 1.2.0
 UCX_SONAME	:= libummunotify-ucx.so.1
 UCX_SO		:= $(O)/libummunotify-ucx.so.$(UCX_VERSION)
 UCX_LIBS	:= $(UCX_SO) $(O)/$(UCX_SONAME) $(O)/libummunotify-ucx.so

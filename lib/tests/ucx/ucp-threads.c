@@ -2,7 +2,8 @@
 /*
  * ucp-threads: UCX's registration cache looked up in one thread right
  * after another thread changed the memory, while more threads look their
- * own memory up all along.  One UCP context, shared by the threads:
+ * own memory up all along, each in a UCP context of its own (one context
+ * would serialise their lookups under its lock):
  *
  *   changer  replaces the pages of the checker's buffer by raw system
  *            calls (remap.h: munmap + mmap, mmap over, madvise, mremap in
@@ -13,8 +14,8 @@
  *            (the cache is on);
  *   busy     each maps and unmaps a buffer of its own, never changed, as
  *            fast as it can: with libummunotify-ucx their lookups catch
- *            up and pass the changes on to UCX in their threads, racing
- *            the checker's lookup for the same change.
+ *            up and pass the changes on to every cache in their threads
+ *            (the checker's too), racing the checker's lookup.
  *
  * A checker's map that does not register is a registration of the old
  * pages handed back after the change: stale.  It prints
@@ -43,7 +44,6 @@
 #define PAGES	4
 #define MAX_BUSY	8
 
-static ucp_context_h context;
 static uint8_t *checked;	/* the checker's buffer */
 static size_t span;
 static int rounds;
@@ -59,7 +59,28 @@ static void die(const char *what, ucs_status_t status)
 	exit(2);
 }
 
-static void map_unmap(void *buf, size_t len)
+/* A single-threaded UCP context: its thread's alone. */
+static ucp_context_h open_context(void)
+{
+	ucp_params_t params = {
+		.field_mask = UCP_PARAM_FIELD_FEATURES,
+		.features = UCP_FEATURE_TAG | UCP_FEATURE_RMA,
+	};
+	ucp_config_t *config;
+	ucp_context_h context;
+	ucs_status_t status;
+
+	status = ucp_config_read(NULL, NULL, &config);
+	if (status != UCS_OK)
+		die("ucp_config_read", status);
+	status = ucp_init(&params, config, &context);
+	ucp_config_release(config);
+	if (status != UCS_OK)
+		die("ucp_init", status);
+	return context;
+}
+
+static void map_unmap(ucp_context_h context, void *buf, size_t len)
 {
 	ucp_mem_map_params_t params = {
 		.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
@@ -100,18 +121,18 @@ static void *changer(void *arg)
 
 static void *checker(void *arg)
 {
+	ucp_context_h context = arg;
 	unsigned long before;
 	int round;
 
-	(void)arg;
 	for (round = 1; round <= rounds; round++) {
 		wait_for(&round_done, round);
 		before = thread_registrations;
-		map_unmap(checked, span);
+		map_unmap(context, checked, span);
 		if (thread_registrations == before)
 			stale++;
 		before = thread_registrations;
-		map_unmap(checked, span);
+		map_unmap(context, checked, span);
 		if (thread_registrations != before)
 			uncached++;
 		__atomic_store_n(&round_checked, round, __ATOMIC_RELEASE);
@@ -119,13 +140,19 @@ static void *checker(void *arg)
 	return NULL;
 }
 
+struct busy {
+	pthread_t thread;
+	ucp_context_h context;
+	uint8_t *buf;
+};
+
 static void *busy(void *arg)
 {
-	uint8_t *buf = arg;
+	struct busy *b = arg;
 
 	/* Yielding: the checker and changer get the CPUs of a small guest. */
 	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
-		map_unmap(buf, span);
+		map_unmap(b->context, b->buf, span);
 		__atomic_fetch_add(&busy_lookups, 1, __ATOMIC_RELAXED);
 		sched_yield();
 	}
@@ -147,16 +174,10 @@ static void *new_buffer(void)
 
 int main(int argc, char **argv)
 {
-	ucp_params_t params = {
-		.field_mask = UCP_PARAM_FIELD_FEATURES |
-			      UCP_PARAM_FIELD_MT_WORKERS_SHARED,
-		.features = UCP_FEATURE_TAG | UCP_FEATURE_RMA,
-		.mt_workers_shared = 1,
-	};
-	pthread_t change, check, busy_threads[MAX_BUSY];
+	struct busy busy_threads[MAX_BUSY];
+	ucp_context_h check_context;
+	pthread_t change, check;
 	int nbusy, i;
-	ucp_config_t *config;
-	ucs_status_t status;
 
 	rounds = argc > 1 ? atoi(argv[1]) : 100;
 	nbusy = argc > 2 ? atoi(argv[2]) : 2;
@@ -166,30 +187,29 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	span = PAGES * (size_t)sysconf(_SC_PAGESIZE);
-	status = ucp_config_read(NULL, NULL, &config);
-	if (status != UCS_OK)
-		die("ucp_config_read", status);
-	status = ucp_init(&params, config, &context);
-	ucp_config_release(config);
-	if (status != UCS_OK)
-		die("ucp_init", status);
-
+	check_context = open_context();
 	checked = new_buffer();
-	for (i = 0; i < nbusy; i++)
-		if (pthread_create(&busy_threads[i], NULL, busy, new_buffer()))
+	for (i = 0; i < nbusy; i++) {
+		busy_threads[i].context = open_context();
+		busy_threads[i].buf = new_buffer();
+		if (pthread_create(&busy_threads[i].thread, NULL, busy,
+				   &busy_threads[i]))
 			die("pthread_create", UCS_ERR_NO_RESOURCE);
-	if (pthread_create(&check, NULL, checker, NULL) ||
+	}
+	if (pthread_create(&check, NULL, checker, check_context) ||
 	    pthread_create(&change, NULL, changer, NULL))
 		die("pthread_create", UCS_ERR_NO_RESOURCE);
 	pthread_join(change, NULL);
 	pthread_join(check, NULL);
 	__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
-	for (i = 0; i < nbusy; i++)
-		pthread_join(busy_threads[i], NULL);
+	for (i = 0; i < nbusy; i++) {
+		pthread_join(busy_threads[i].thread, NULL);
+		ucp_cleanup(busy_threads[i].context);
+	}
 
 	remap_say_path("ucp-threads");
 	printf("ucp-threads: %d rounds, %d busy threads: %d stale, %d uncached, %lu busy lookups\n",
 	       rounds, nbusy, stale, uncached, busy_lookups);
-	ucp_cleanup(context);
+	ucp_cleanup(check_context);
 	return stale || uncached;
 }

@@ -26,8 +26,8 @@ enum {
 
 /*
  * What the library did.  Pass sizeof(struct umn_ucx_status): fields are
- * only ever added at the end, and a library newer than the caller's
- * header fills what the caller knows.
+ * only ever added at the end; a library newer than the caller's header
+ * fills what the caller knows, and one older (1.2 on) zeroes the rest.
  */
 struct umn_ucx_status {
 	uint32_t state;			/* UMN_UCX_* */
@@ -37,6 +37,8 @@ struct umn_ucx_status {
 	uint64_t catch_ups;		/* lookups that found changes to pass on */
 	uint64_t ranges;		/* changed ranges passed to UCX */
 	uint64_t overflows;		/* events lost: every registration dropped */
+	uint64_t refused;		/* caches refused: their owners' lookups
+					 * would pass this library (1.2) */
 };
 
 void umn_ucx_status(struct umn_ucx_status *status, size_t size);
