@@ -224,7 +224,7 @@ static const char *path(void)
 	void (*status_fn)(struct umn_ucx_status *, size_t) =
 		(void (*)(struct umn_ucx_status *, size_t))
 		dlsym(RTLD_DEFAULT, "umn_ucx_status");
-	struct umn_ucx_status st;
+	struct umn_ucx_status st = { 0 };
 
 	if (!status_fn)
 		return "UCM's hooks";

@@ -85,7 +85,7 @@ static void remap_say_path(const char *prefix)
 		"not started", "ummunotify", "UCX's own (no /dev/ummunotify)",
 		"UCX's own (the library refused this UCX)",
 	};
-	struct umn_ucx_status st;
+	struct umn_ucx_status st = { 0 };
 	const char *names[] = { "munmap", "mmap", "mremap", "madvise",
 				"malloc", "free" };
 	void *called[] = { (void *)munmap, (void *)mmap, (void *)mremap,
