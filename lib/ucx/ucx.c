@@ -62,12 +62,14 @@
  * context) and two loads; after a change, each cache's next inline
  * lookup takes the slow path once.
  *
- * A 1.18 libucp's calls of ucs_pgtable_lookup() and of the cache's
- * functions must reach this library: slots not bound yet are bound here
- * at start-up (another definition ahead in the lookup scope, or
- * RTLD_DEEPBIND, would take them otherwise).  A release not in
- * supported[], or a 1.18 whose libucp is bound elsewhere, or whose
- * start-up probe fails, is left its own hooks, and the library says so.
+ * The lookups of a cache must reach this library: its owner's calls of
+ * ucs_rcache_get() (and in 1.18 libucp's of ucs_pgtable_lookup() and the
+ * cache's functions).  Slots not bound yet are bound here (another
+ * definition ahead in the lookup scope, or RTLD_DEEPBIND, would take them
+ * otherwise): 1.18's libucp at start-up, and every owner when it makes a
+ * cache.  A release not in supported[], or a 1.18 whose libucp is bound
+ * elsewhere, or whose start-up probe fails, is left its own hooks; a
+ * cache whose owner is bound elsewhere is refused; the library says so.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -145,6 +147,14 @@ struct rcache_params_118 {
 	size_t max_unreleased;
 };
 
+/* 1.13's ucs_rcache_params_t begins so: the alignments went in 1.15. */
+struct rcache_params_113 {
+	size_t region_struct_size;
+	size_t alignment;
+	size_t max_alignment;
+	int ucm_events;
+};
+
 /* Room for 1.18's ucs_rcache_region_t (96 bytes on 64-bit). */
 #define PROBE_REGION_SIZE	256
 /* UCS_RCACHE_FLAG_NO_PFN_CHECK: the probe registers nothing. */
@@ -186,8 +196,14 @@ struct cache {
 static struct cache *caches;
 static pthread_mutex_t caches_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/*
+ * This library's thread-locals are read on every hit: static TLS, no
+ * __tls_get_addr() call (it is preloaded, so loaded at start-up).
+ */
+#define HIT_TLS	__thread __attribute__((tls_model("initial-exec")))
+
 /* The cache whose ucs_rcache_get() this thread is in, handed on. */
-static __thread void *in_get;
+static HIT_TLS void *in_get;
 /* The probe's cache while init() probes, and the page table seen. */
 static void *probing;
 static const void *probed;
@@ -307,19 +323,27 @@ HERE(destroy_here, ucs_rcache_destroy);
 #endif
 
 /*
- * The functions of UCX's whose calls from libucp must reach this
- * library's: the lookups the guard covers, and the calls that keep its
- * list of caches and drained counts.
+ * The functions of UCX's whose calls from a cache's owner must reach this
+ * library's: in 1.13 the lookup, ucs_rcache_get(), and in 1.18 also the
+ * inline lookups' ucs_pgtable_lookup() and the calls that keep the list
+ * of caches and drained counts.
  */
 static const char *const guarded_names[] = {
 	"ucs_pgtable_lookup", "ucs_rcache_get", "ucs_rcache_create",
 	"ucs_rcache_destroy",
 };
+#define GUARD_LOOKUP	0x1u	/* ucs_pgtable_lookup */
+#define GUARD_GET	0x2u	/* ucs_rcache_get */
+#define GUARD_1_13	0x6u	/* ucs_rcache_get, ucs_rcache_create */
+#define GUARD_ALL	0xfu
 
-/* What import_check() found in libucp.so.0. */
+/* What import_check() found in one loaded object. */
 struct import {
-	bool loaded;		/* libucp.so.0 is in the process */
-	unsigned int slots;	/* its GOT slots for guarded_names */
+	const char *name;	/* the object's file name, or NULL: */
+	uintptr_t addr;		/* ... the object holding this address */
+	unsigned int names;	/* the guarded_names[] bits to check */
+	const char *found;	/* the object's path, once found */
+	unsigned int seen;	/* the names bits it has slots for */
 	unsigned int bound;	/* ... bound to this library's */
 	unsigned int elsewhere;	/* ... bound to another, or not relocated */
 };
@@ -358,13 +382,15 @@ static uintptr_t ours(size_t i)
 
 /*
  * A slot bound to this library's function counts; one not bound yet
- * (lazy binding: it still points into libucp's PLT) is bound to it now,
- * as the loader binds it when this library comes first in the lookup
+ * (lazy binding: it still points into the object's PLT) is bound to it
+ * now, as the loader binds it when this library comes first in the lookup
  * scope, and as it would not where something else came first, or where
- * libucp was opened RTLD_DEEPBIND: libucp's calls then reach the guard
- * whatever the order.  No other thread calls them yet: this runs before
- * the first cache exists.  A slot bound to something else is left, and
- * refused.
+ * the object was opened RTLD_DEEPBIND: its calls then reach the guard
+ * whatever the order.  A slot not bound yet has not been called: in UCX
+ * 1.13 and 1.18 every cache an object looks up through it subscribes to
+ * VM_UNMAPPED, so was made through here, after its object's slots were
+ * checked (the loader binds a slot only in a call through it).  A slot
+ * bound to something else is left, and refused.
  */
 static void import_relocs(const struct dl_phdr_info *info,
 			  const ElfW(Rela) *rela, size_t bytes,
@@ -383,9 +409,10 @@ static void import_relocs(const struct dl_phdr_info *info,
 		for (k = 0; k < sizeof(guarded_names) / sizeof(*guarded_names) &&
 		     strcmp(strtab + sym->st_name, guarded_names[k]); k++)
 			;
-		if (k == sizeof(guarded_names) / sizeof(*guarded_names))
+		if (k == sizeof(guarded_names) / sizeof(*guarded_names) ||
+		    !(im->names & 1u << k))
 			continue;
-		im->slots++;
+		im->seen |= 1u << k;
 		slot = (uintptr_t *)(info->dlpi_addr + rela[i].r_offset);
 		value = __atomic_load_n(slot, __ATOMIC_RELAXED);
 		if (sym->st_shndx != SHN_UNDEF ||
@@ -402,7 +429,7 @@ static void import_relocs(const struct dl_phdr_info *info,
 	}
 }
 
-/* dl_iterate_phdr()'s callback: libucp.so.0's relocations of the symbol. */
+/* dl_iterate_phdr()'s callback: the object's relocations of the names. */
 static int import_check(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	const char *base = strrchr(info->dlpi_name, '/');
@@ -416,9 +443,10 @@ static int import_check(struct dl_phdr_info *info, size_t size, void *arg)
 	int i;
 
 	(void)size;
-	if (strcmp(base ? base + 1 : info->dlpi_name, "libucp.so.0"))
+	if (im->name ? strcmp(base ? base + 1 : info->dlpi_name, im->name) :
+		       !in_object(info, im->addr))
 		return 0;
-	im->loaded = true;
+	im->found = *info->dlpi_name ? info->dlpi_name : "the executable";
 	for (i = 0; i < info->dlpi_phnum; i++)
 		if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
 			dyn = (const void *)(info->dlpi_addr +
@@ -448,8 +476,10 @@ static int import_check(struct dl_phdr_info *info, size_t size, void *arg)
 			break;
 		}
 	}
-	if (!symtab || !strtab || !is_rela)
+	if (!symtab || !strtab || !is_rela) {
+		im->elsewhere++;
 		return 1;
+	}
 	if (rela)
 		import_relocs(info, rela, rela_bytes, symtab, strtab, im);
 	if (jmprel)
@@ -520,14 +550,15 @@ static bool probe_pgtable(void)
 /* Why UCP's inline lookups cannot be guarded here, or NULL. */
 static const char *unguarded(void)
 {
-	struct import im = { 0 };
+	struct import im = { .name = "libucp.so.0", .names = GUARD_ALL };
 
 	if (!ucx_destroy)
 		return "ucs_rcache_destroy() not found";
 	dl_iterate_phdr(import_check, &im);
-	if (!im.loaded)
+	if (!im.found)
 		return "libucp.so.0 not found";
-	if (!im.slots || im.elsewhere)
+	if ((im.seen & (GUARD_LOOKUP | GUARD_GET)) !=
+	    (GUARD_LOOKUP | GUARD_GET) || im.elsewhere)
 		return "libucp.so.0 does not call ucs_pgtable_lookup() and the cache's functions through its PLT, bound here";
 	if (!probe_pgtable())
 		return "ucs_rcache_get() did not show where a cache keeps its page table";
@@ -666,7 +697,7 @@ static void feed(void *arg, const struct umn_event *event)
  * would otherwise drain again inside the drain (the handle's lock is
  * recursive), under the outer drain's view of the ring.
  */
-static __thread bool feeding;
+static HIT_TLS bool feeding;
 
 static void catch_up_slow(struct umn *u)
 {
@@ -737,21 +768,57 @@ ucs_status_t ucs_rcache_get(void *rcache, void *address, size_t length,
 }
 
 /*
- * 1.18: a cache that subscribes to VM_UNMAPPED is entered in caches, under
- * caches_lock, which no lookup takes.  It has drained every range fed
- * before it was made.
+ * Whether the object that makes a cache, at CALLER, looks it up through
+ * this library: it must call ucs_rcache_get() (UCX's owners look up the
+ * caches they make), and its calls of guarded_names[] (1.13: get and
+ * create) must reach this library, slots not bound yet bound now.  An
+ * object bound elsewhere (a definition ahead of this library's, with
+ * LD_BIND_NOW; RTLD_DEEPBIND), or one that calls no ucs_rcache_get() (a
+ * wrapper forwarding the make), would look up without catching up, with
+ * UCM's hooks off: its cache is refused, UCX goes on without it, and the
+ * library says so, once, and counts it.  On AArch64, GCC 10 and later
+ * give the return address without its pointer authentication code.
+ */
+static bool creator_bound(uintptr_t caller)
+{
+	static bool said;
+	struct import im = { .addr = caller,
+			     .names = guard ? GUARD_ALL : GUARD_1_13 };
+
+	dl_iterate_phdr(import_check, &im);
+	if (im.found && (im.seen & GUARD_GET) && !im.elsewhere)
+		return true;
+	count(&status.refused);
+	if (!__atomic_exchange_n(&said, true, __ATOMIC_RELAXED))
+		fprintf(stderr, "ummunotify-ucx[%d]: %s does not call ucs_rcache_get() through this library: its registration cache is refused, and UCX goes on without it (said once; umn_ucx_status() counts them)\n",
+			(int)getpid(), im.found ? im.found : "an unknown object");
+	return false;
+}
+
+/*
+ * A cache that subscribes to VM_UNMAPPED is made only for an owner whose
+ * lookups catch up (creator_bound()); in 1.18 it is entered in caches,
+ * under caches_lock, which no lookup takes, having drained every range
+ * fed before it was made.
  */
 ucs_status_t ucs_rcache_create(const void *params, const char *name,
 			       void *stats_parent, void **rcache_p)
 {
-	const struct rcache_params_118 *p = params;
+	const struct rcache_params_113 *p113 = params;
+	const struct rcache_params_118 *p118 = params;
 	struct cache *c;
 	ucs_status_t ret;
 	uint64_t seq;
 
 	init_once();
-	if (!__atomic_load_n(&umn, __ATOMIC_ACQUIRE) || !guard ||
-	    !(p->ucm_events & UCM_EVENT_VM_UNMAPPED))
+	if (!__atomic_load_n(&umn, __ATOMIC_ACQUIRE) ||
+	    !((seven_args ? p118->ucm_events : p113->ucm_events) &
+	      UCM_EVENT_VM_UNMAPPED))
+		return ((rcache_create_fn *)target(ucx_create, __func__))
+			(params, name, stats_parent, rcache_p);
+	if (!creator_bound((uintptr_t)__builtin_return_address(0)))
+		return UCS_ERR_UNSUPPORTED;
+	if (!guard)
 		return ((rcache_create_fn *)target(ucx_create, __func__))
 			(params, name, stats_parent, rcache_p);
 	pthread_mutex_lock(&caches_lock);
@@ -868,8 +935,12 @@ void umn_ucx_status(struct umn_ucx_status *out, size_t size)
 		.catch_ups = __atomic_load_n(&status.catch_ups, __ATOMIC_RELAXED),
 		.ranges = __atomic_load_n(&status.ranges, __ATOMIC_RELAXED),
 		.overflows = __atomic_load_n(&status.overflows, __ATOMIC_RELAXED),
+		.refused = __atomic_load_n(&status.refused, __ATOMIC_RELAXED),
 	};
 
 	memcpy(now.ucx_version, status.ucx_version, sizeof(now.ucx_version));
 	memcpy(out, &now, size < sizeof(now) ? size : sizeof(now));
+	/* A caller newer than this library finds zeros in what it added. */
+	if (size > sizeof(now))
+		memset((char *)out + sizeof(now), 0, size - sizeof(now));
 }

@@ -10,13 +10,15 @@
 #			it finds UCX's functions in the process)
 # check			also the installed library's exports and man pages
 # guest-tests		also $(O)/tests/ucp-remap, the UCP stale-data test,
-#			and $(O)/tests/ucx-unguard.so, its control on UCX 1.18
+#			$(O)/tests/ucp-threads, its threaded one, and
+#			$(O)/tests/ucx-unguard.so, an interposer past the
+#			library
 # install		also the library, header, pkg-config file, man pages
 
 HAVE_UCX	:= $(call have,UCX,ucm/api/ucm.h)
 
 ifeq ($(HAVE_UCX),y)
-UCX_VERSION	:= 1.1.0
+UCX_VERSION	:= 1.2.0
 UCX_SONAME	:= libummunotify-ucx.so.1
 UCX_SO		:= $(O)/libummunotify-ucx.so.$(UCX_VERSION)
 UCX_LIBS	:= $(UCX_SO) $(O)/$(UCX_SONAME) $(O)/libummunotify-ucx.so
@@ -63,7 +65,8 @@ check-ucx: $(UCX_LIBS)
 # The UCP stale-data test: a plain UCP program, run with the library
 # preloaded (and without, the control).  It links libibverbs only to
 # count the registrations UCX makes.
-guest-tests: $(O)/tests/ucp-remap $(O)/tests/ucx-unguard.so
+guest-tests: $(O)/tests/ucp-remap $(O)/tests/ucp-threads \
+	     $(O)/tests/ucx-unguard.so
 
 $(O)/tests/ucp-remap: tests/ucx/ucp-remap.c tests/ucx/remap.h \
 		      tests/ucx/patched.h tests/ucx/registrations.h \
@@ -72,7 +75,15 @@ $(O)/tests/ucp-remap: tests/ucx/ucp-remap.c tests/ucx/remap.h \
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(UCX_CFLAGS) $(LDFLAGS) -rdynamic -o $@ \
 		$< -lucp -lucs -ldl $(LDLIBS)
 
-# UCP's inline lookups sent past the library (check-ucx, UCX 1.18).
+# The cache looked up in one thread after another changed the memory.
+$(O)/tests/ucp-threads: tests/ucx/ucp-threads.c tests/ucx/remap.h \
+			tests/ucx/patched.h tests/ucx/registrations.h \
+			$(UCX_HDR) $(UCX_LIBS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(UCX_CFLAGS) $(LDFLAGS) -rdynamic -o $@ \
+		$< -lucp -lucs -ldl -lpthread $(LDLIBS)
+
+# UCX's lookups sent past the library (check-ucx).
 $(O)/tests/ucx-unguard.so: tests/ucx/unguard.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -shared -fPIC -o $@ $< -ldl

@@ -3,23 +3,32 @@
  * ucx-bench: UCX's registration cache on an RDMA device, with the memory
  * events the environment gives UCX: UCM's hooks as installed, or
  * libummunotify-ucx (LD_PRELOAD, UCX_MEM_MMAP_HOOK_MODE=none).  It times
- * the ib memory domain of UMMUNOTIFY_RDMA_DEVICE as UCX's own test of
- * registration cost does (test_md.reg_perf): uct_md_mem_reg() and
- * uct_md_mem_dereg() of one buffer.  In UCX 1.13 that lookup is
- * ucs_rcache_get() on the domain's cache, as is UCP's for a send (the
- * context's cache, whose misses register through the domain).  umn-bench
- * (ucx.c) runs it once per path and repetition, the paths in turn, and
- * reads its lines, "NAME unit VALUE":
+ * registering one buffer through API, of UMMUNOTIFY_RDMA_DEVICE:
+ *
+ *   ucp  what a UCP program pays: ucp_mem_map() and ucp_mem_unmap(), in a
+ *        UCP context whose one transport is rc_verbs.  In UCX 1.13 that
+ *        looks the buffer up in the InfiniBand memory domain's cache
+ *        (ucs_rcache_get()); in 1.18 in the UCP context's own, inline in
+ *        libucp (ucp_memh_get()), as UCP's sends look their buffers up.
+ *   md   the memory domain alone, as UCX's own test of registration cost
+ *        (test_md.reg_perf) times it: uct_md_mem_reg() and
+ *        uct_md_mem_dereg(), ucs_rcache_get() and little else in 1.13
+ *        (1.18's domain caches nothing).
+ *
+ * umn-bench (ucx.c) runs it once per path, API and repetition, the paths
+ * in turn, and reads its lines, "NAME unit VALUE":
  *
  *   ucx      -   UCX's release
  *   path     -   ummunotify, or UCM's hooks
- *   hit      ns  uct_md_mem_reg() + uct_md_mem_dereg() of a cached buffer
- *   miss4k   us  mmap, touch, reg, dereg, munmap: 4 KiB, registered anew
+ *   hit      ns  registering and deregistering a cached buffer
+ *   miss4k   us  mmap, touch, register, deregister, munmap: 4 KiB, anew
  *   miss1m   us  the same, 1 MiB
  *
  * It fails unless the hit loop registered nothing and each miss once, at
  * the same address each time: the cache was on, and every munmap reached
  * it.
+ *
+ * Usage: ucx-bench ucp|md
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -37,6 +46,10 @@
 
 #define BUF_SIZE	4096
 
+/* The API timed: one of the two is open. */
+static ucp_context_h context;
+static uct_md_h md;
+
 static double now(void)
 {
 	struct timespec ts;
@@ -49,6 +62,34 @@ static void die(const char *what, ucs_status_t status)
 {
 	fprintf(stderr, "ucx-bench: %s: %s\n", what, ucs_status_string(status));
 	exit(1);
+}
+
+/* A UCP context on DEV's rc_verbs alone: one memory domain to register. */
+static ucp_context_h open_context(const char *dev)
+{
+	ucp_params_t params = {
+		.field_mask = UCP_PARAM_FIELD_FEATURES,
+		.features = UCP_FEATURE_TAG | UCP_FEATURE_RMA,
+	};
+	ucp_config_t *config;
+	ucp_context_h context;
+	ucs_status_t status;
+	char *devices;
+
+	if (asprintf(&devices, "%s:1", dev) < 0)
+		die("asprintf", UCS_ERR_NO_MEMORY);
+	status = ucp_config_read(NULL, NULL, &config);
+	if (status != UCS_OK)
+		die("ucp_config_read", status);
+	if (ucp_config_modify(config, "TLS", "rc_verbs") != UCS_OK ||
+	    ucp_config_modify(config, "NET_DEVICES", devices) != UCS_OK)
+		die("ucp_config_modify", UCS_ERR_INVALID_PARAM);
+	status = ucp_init(&params, config, &context);
+	ucp_config_release(config);
+	free(devices);
+	if (status != UCS_OK)
+		die("ucp_init", status);
+	return context;
 }
 
 /* The ib component's memory domain named dev, its cache as configured. */
@@ -96,7 +137,26 @@ static uct_md_h open_md(const char *dev)
 	exit(1);
 }
 
-static void reg_dereg(uct_md_h md, void *buf, size_t len)
+static void ucp_reg_dereg(void *buf, size_t len)
+{
+	ucp_mem_map_params_t params = {
+		.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
+			      UCP_MEM_MAP_PARAM_FIELD_LENGTH,
+		.address = buf,
+		.length = len,
+	};
+	ucs_status_t status;
+	ucp_mem_h memh;
+
+	status = ucp_mem_map(context, &params, &memh);
+	if (status != UCS_OK)
+		die("ucp_mem_map", status);
+	status = ucp_mem_unmap(context, memh);
+	if (status != UCS_OK)
+		die("ucp_mem_unmap", status);
+}
+
+static void md_reg_dereg(void *buf, size_t len)
 {
 	ucs_status_t status;
 	uct_mem_h memh;
@@ -109,13 +169,21 @@ static void reg_dereg(uct_md_h md, void *buf, size_t len)
 		die("uct_md_mem_dereg", status);
 }
 
-static double hit_ns(uct_md_h md, char *buf, int iters)
+static void reg_dereg(void *buf, size_t len)
+{
+	if (context)
+		ucp_reg_dereg(buf, len);
+	else
+		md_reg_dereg(buf, len);
+}
+
+static double hit_ns(char *buf, int iters)
 {
 	double t = now();
 	int i;
 
 	for (i = 0; i < iters; i++)
-		reg_dereg(md, buf, BUF_SIZE);
+		reg_dereg(buf, BUF_SIZE);
 	return (now() - t) / iters;
 }
 
@@ -125,7 +193,7 @@ static double hit_ns(uct_md_h md, char *buf, int iters)
  * cache (a buffer at a new address registers anew whatever the cache
  * missed).
  */
-static double miss_us(uct_md_h md, size_t len, int iters)
+static double miss_us(size_t len, int iters)
 {
 	double t = now();
 	char *p, *first = NULL;
@@ -144,7 +212,7 @@ static double miss_us(uct_md_h md, size_t len, int iters)
 			exit(1);
 		}
 		memset(p, 1, len);
-		reg_dereg(md, p, len);
+		reg_dereg(p, len);
 		munmap(p, len);
 	}
 	return (now() - t) / iters / 1e3;
@@ -156,7 +224,7 @@ static const char *path(void)
 	void (*status_fn)(struct umn_ucx_status *, size_t) =
 		(void (*)(struct umn_ucx_status *, size_t))
 		dlsym(RTLD_DEFAULT, "umn_ucx_status");
-	struct umn_ucx_status st;
+	struct umn_ucx_status st = { 0 };
 
 	if (!status_fn)
 		return "UCM's hooks";
@@ -165,7 +233,7 @@ static const char *path(void)
 	       "UCM's hooks (libummunotify-ucx inactive)";
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	static const struct {
 		const char *name;
@@ -175,29 +243,34 @@ int main(void)
 	const char *dev = getenv("UMMUNOTIFY_RDMA_DEVICE");
 	unsigned int major, minor, release;
 	unsigned long regs;
-	uct_md_h md;
 	double v;
 	char *buf;
 	size_t i;
 
+	if (argc != 2 || (strcmp(argv[1], "ucp") && strcmp(argv[1], "md"))) {
+		fprintf(stderr, "usage: ucx-bench ucp|md\n");
+		return 2;
+	}
 	if (!dev) {
 		fprintf(stderr, "ucx-bench: no UMMUNOTIFY_RDMA_DEVICE\n");
 		return 2;
 	}
-	/* libummunotify-ucx learns UCX's release from libucp too. */
 	ucp_get_version(&major, &minor, &release);
 	printf("ucx - %u.%u.%u\n", major, minor, release);
-	md = open_md(dev);
+	if (!strcmp(argv[1], "ucp"))
+		context = open_context(dev);
+	else
+		md = open_md(dev);
 	buf = mmap(NULL, BUF_SIZE, PROT_READ | PROT_WRITE,
 		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (buf == MAP_FAILED)
 		die("mmap", UCS_ERR_NO_MEMORY);
 	memset(buf, 1, BUF_SIZE);
-	hit_ns(md, buf, 1000);
+	hit_ns(buf, 1000);
 	printf("path - %s\n", path());
 
 	regs = ucx_registrations;
-	v = hit_ns(md, buf, 20000);
+	v = hit_ns(buf, 20000);
 	regs = ucx_registrations - regs;
 	printf("hit ns %.1f\n", v);
 	if (regs) {
@@ -206,9 +279,9 @@ int main(void)
 		return 1;
 	}
 	for (i = 0; i < sizeof(misses) / sizeof(misses[0]); i++) {
-		miss_us(md, misses[i].len, misses[i].iters / 10);
+		miss_us(misses[i].len, misses[i].iters / 10);
 		regs = ucx_registrations;
-		v = miss_us(md, misses[i].len, misses[i].iters);
+		v = miss_us(misses[i].len, misses[i].iters);
 		regs = ucx_registrations - regs;
 		printf("%s us %.2f\n", misses[i].name, v);
 		if (regs != (unsigned long)misses[i].iters) {
@@ -217,6 +290,9 @@ int main(void)
 			return 1;
 		}
 	}
-	uct_md_close(md);
+	if (context)
+		ucp_cleanup(context);
+	else
+		uct_md_close(md);
 	return 0;
 }

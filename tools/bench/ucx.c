@@ -4,7 +4,9 @@
  * and by libummunotify-ucx (preloaded, UCX_MEM_MMAP_HOOK_MODE=none), side
  * by side: ucx-bench's cache hit and miss loops, one process per path and
  * repetition, the paths in turn so that the machine's drift hits them
- * alike; and the two-rank MPI jobs over UCX (lib/tests/ofi/mpi-job,
+ * alike, on UCX 1.13 and, where tools/bench/run gives the Debian 13
+ * system (UMMUNOTIFY_UCX_IN_ROOT: lib/tests/ofi/in-root ROOT BUILD), on
+ * UCX 1.18 there, whose UCP lookups are inline; and the two-rank MPI jobs over UCX (lib/tests/ofi/mpi-job,
  * mpi-remap's ucx mode): Open MPI's pml ucx (MPI_JOB_PML=ucx) and MPICH's
  * ch4:ucx (MPI_JOB_MPI=mpich, mpi-remap-mpich), MPI_REPS jobs per MPI and
  * path, each checked as check-ofi checks it.  Transparent huge pages are
@@ -40,8 +42,26 @@ struct mpi_run {
 	bool ok[MPI_REPS];	/* ran on its path, cached, counted right */
 };
 
-struct ucx_run {
+/*
+ * What ucx-bench times: UCP's registration on the guest's UCX 1.13 and on
+ * the Debian 13 system's 1.18, and 1.13's memory domain alone (1.18's
+ * caches nothing).
+ */
+static const struct {
+	const char *release, *api, *hit, *miss;
+} kinds[] = {
+	{ "1.13", "md", "uct_md_mem_reg + dereg", "reg, dereg" },
+	{ "1.13", "ucp", "ucp_mem_map + unmap", "map, unmap" },
+	{ "1.18", "ucp", "ucp_mem_map + unmap", "map, unmap" },
+};
+#define NR_KINDS	(sizeof(kinds) / sizeof(kinds[0]))
+
+struct cache_run {
 	double hit[UCX_REPS], miss4k[UCX_REPS], miss1m[UCX_REPS];
+};
+
+struct ucx_run {
+	struct cache_run cache[NR_KINDS];
 	struct mpi_run mpi[NR_MPIS];
 };
 
@@ -105,25 +125,92 @@ static void path_env(int p, int mpi, const char *env[11])
 	env[n] = NULL;
 }
 
-static void run_bench(int p, int rep, struct ucx_run *r)
+/*
+ * ucx-bench of kind k on path p: 1.18 in the Debian 13 system, where the
+ * library is named by its path there, as in-root's VAR=VALUE words.
+ */
+static void run_bench(int p, size_t k, int rep, struct cache_run *r)
 {
 	const char *want = p == UMN ? "ummunotify" : "UCM's hooks";
-	char line[512], path[64] = "";
-	const char *env[11];
+	const char *release = kinds[k].release;
+	char line[512], path[64] = "", ucx[32] = "";
+	const char *env[11] = { NULL };
+	char *cmd;
 	FILE *f;
+	int ret;
 
-	path_env(p, -1, env);
-	f = run_with(env, getenv("UMMUNOTIFY_UCX_BENCH"));
+	if (strcmp(release, "1.18")) {
+		path_env(p, -1, env);
+		ret = asprintf(&cmd, "%s %s", getenv("UMMUNOTIFY_UCX_BENCH"),
+			       kinds[k].api);
+	} else {
+		ret = asprintf(&cmd, "%s %s bench/ucx-bench %s",
+			       getenv("UMMUNOTIFY_UCX_IN_ROOT"),
+			       p == UMN ? "LD_PRELOAD=/mnt/lib/libummunotify-ucx.so.1 UCX_MEM_MMAP_HOOK_MODE=none" : "",
+			       kinds[k].api);
+	}
+	if (ret < 0)
+		fail("ucx-bench", -ENOMEM);
+	f = run_with(env, cmd);
 	while (fgets(line, sizeof(line), f)) {
 		sscanf(line, "path - %63[^\n]", path);
+		sscanf(line, "ucx - %31[^\n]", ucx);
 		read_values(line, "hit", r->hit, rep, rep + 1);
 		read_values(line, "miss4k", r->miss4k, rep, rep + 1);
 		read_values(line, "miss1m", r->miss1m, rep, rep + 1);
 	}
 	if (pclose(f))
-		fail("ucx-bench", -EIO);
+		fail(cmd, -EIO);
 	if (strcmp(path, want))
 		fail("ucx-bench ran on another path than asked", -EINVAL);
+	if (strncmp(ucx, release, strlen(release)) ||
+	    ucx[strlen(release)] != '.')
+		fail("ucx-bench ran on another UCX release than asked", -EINVAL);
+	free(cmd);
+}
+
+/* Kind k's goal for one loop: ummunotify within 10% of UCM's hooks. */
+static void cache_goal(size_t k, const char *loop,
+		       const struct summary s[NR_PATHS])
+{
+	char label[80], what[80];
+
+	snprintf(label, sizeof(label), "ucx %s %s %s: within 10%% of UCM's hooks",
+		 kinds[k].release, kinds[k].api, loop);
+	snprintf(what, sizeof(what), "ummunotify / UCM hooks, UCX %s %s %s",
+		 kinds[k].release, kinds[k].api, loop);
+	goal(label, what, s[UMN].med / s[UCM].med, "x", 1.10, true);
+}
+
+/* Kind k's rows and goals: the cache's hit and misses, per path. */
+static void cache_report(size_t k, struct ucx_run runs[NR_PATHS])
+{
+	struct summary hit[NR_PATHS], m4[NR_PATHS], m1[NR_PATHS];
+	const char *release = kinds[k].release;
+	char what[64];
+	int p;
+
+	for (p = 0; p < NR_PATHS; p++) {
+		snprintf(what, sizeof(what), "UCX %s hit: %s", release,
+			 kinds[k].hit);
+		hit[p] = row(paths[p], what, "ns", runs[p].cache[k].hit,
+			     UCX_REPS);
+	}
+	for (p = 0; p < NR_PATHS; p++) {
+		snprintf(what, sizeof(what), "UCX %s 4 KiB: mmap, %s, munmap",
+			 release, kinds[k].miss);
+		m4[p] = row(paths[p], what, "us", runs[p].cache[k].miss4k,
+			    UCX_REPS);
+	}
+	for (p = 0; p < NR_PATHS; p++) {
+		snprintf(what, sizeof(what), "UCX %s 1 MiB: mmap, %s, munmap",
+			 release, kinds[k].miss);
+		m1[p] = row(paths[p], what, "us", runs[p].cache[k].miss1m,
+			    UCX_REPS);
+	}
+	cache_goal(k, "hit", hit);
+	cache_goal(k, "4 KiB miss", m4);
+	cache_goal(k, "1 MiB miss", m1);
 }
 
 /*
@@ -254,11 +341,11 @@ static void mpi_report(int mpi, struct ucx_run runs[NR_PATHS])
 void measure_ucx(void)
 {
 	static struct ucx_run runs[NR_PATHS];
-	struct summary hit[NR_PATHS], m4[NR_PATHS], m1[NR_PATHS];
 	char thp_was[32];
 	int p, rep, mpi;
+	size_t k;
 
-	section(10, "UCX's registration cache (ib md on rxe) and the MPI jobs over UCX, per path");
+	section(10, "UCX's registration cache (on rxe, UCX 1.13 and 1.18) and the MPI jobs over UCX, per path");
 	if (!getenv("UMMUNOTIFY_UCX_BENCH") ||
 	    !getenv("UMMUNOTIFY_UCX_PRELOAD")) {
 		note("not measured: no ucx-bench (UCX, libummunotify-ucx or an RDMA device is missing)");
@@ -266,29 +353,19 @@ void measure_ucx(void)
 	}
 	thp_mode(thp_was);
 	thp_set("never");
-	for (rep = 0; rep < UCX_REPS; rep++)
-		for (p = 0; p < NR_PATHS; p++)
-			run_bench(p, rep, &runs[p]);
-	for (p = 0; p < NR_PATHS; p++)
-		hit[p] = row(paths[p], "cache hit: uct_md_mem_reg + dereg", "ns",
-			     runs[p].hit, UCX_REPS);
-	for (p = 0; p < NR_PATHS; p++)
-		m4[p] = row(paths[p], "4 KiB: mmap, reg, dereg, munmap", "us",
-			    runs[p].miss4k, UCX_REPS);
-	for (p = 0; p < NR_PATHS; p++)
-		m1[p] = row(paths[p], "1 MiB: mmap, reg, dereg, munmap", "us",
-			    runs[p].miss1m, UCX_REPS);
+	for (k = 0; k < NR_KINDS; k++) {
+		if (!strcmp(kinds[k].release, "1.18") &&
+		    !getenv("UMMUNOTIFY_UCX_IN_ROOT")) {
+			note("UCX 1.18: not measured (no Debian 13 system: tools/testing/trixie-root)");
+			continue;
+		}
+		for (rep = 0; rep < UCX_REPS; rep++)
+			for (p = 0; p < NR_PATHS; p++)
+				run_bench(p, k, rep, &runs[p].cache[k]);
+		cache_report(k, runs);
+	}
 	note("medians of %d processes per path, run in turn; [lowest - highest]; no registration in any hit loop, one per miss",
 	     UCX_REPS);
-
-	goal("ucx hit: within 10% of UCM's hooks", "ummunotify / UCM hooks hit",
-	     hit[UMN].med / hit[UCM].med, "x", 1.10, true);
-	goal("ucx 4 KiB miss: within 10% of UCM's hooks",
-	     "ummunotify / UCM hooks, 4 KiB miss", m4[UMN].med / m4[UCM].med,
-	     "x", 1.10, true);
-	goal("ucx 1 MiB miss: within 10% of UCM's hooks",
-	     "ummunotify / UCM hooks, 1 MiB miss", m1[UMN].med / m1[UCM].med,
-	     "x", 1.10, true);
 
 	for (mpi = 0; mpi < NR_MPIS; mpi++) {
 		if (!getenv(mpi_jobs[mpi])) {

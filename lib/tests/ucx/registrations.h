@@ -22,6 +22,7 @@
  * global scope that RTLD_NEXT searches.
  */
 static unsigned long ucx_registrations;
+static __thread unsigned long thread_registrations;	/* the caller's */
 static __thread int in_reg_mr;
 
 struct ibv_mr;
@@ -51,8 +52,10 @@ struct ibv_mr *ibv_reg_mr_iova2(struct ibv_pd *pd, void *addr, size_t length,
 		real = (struct ibv_mr *(*)(struct ibv_pd *, void *, size_t,
 					   uint64_t, unsigned int))
 			verbs_symbol("ibv_reg_mr_iova2");
-	if (!in_reg_mr)
+	if (!in_reg_mr) {
 		__atomic_fetch_add(&ucx_registrations, 1, __ATOMIC_RELAXED);
+		thread_registrations++;
+	}
 	return real(pd, addr, length, iova, access);
 }
 
@@ -68,6 +71,7 @@ struct ibv_mr *ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t length,
 		real = (struct ibv_mr *(*)(struct ibv_pd *, void *, size_t,
 					   int))verbs_symbol("ibv_reg_mr");
 	__atomic_fetch_add(&ucx_registrations, 1, __ATOMIC_RELAXED);
+	thread_registrations++;
 	in_reg_mr = 1;
 	mr = real(pd, addr, length, access);
 	in_reg_mr = 0;

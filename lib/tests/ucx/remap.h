@@ -85,7 +85,7 @@ static void remap_say_path(const char *prefix)
 		"not started", "ummunotify", "UCX's own (no /dev/ummunotify)",
 		"UCX's own (the library refused this UCX)",
 	};
-	struct umn_ucx_status st;
+	struct umn_ucx_status st = { 0 };
 	const char *names[] = { "munmap", "mmap", "mremap", "madvise",
 				"malloc", "free" };
 	void *called[] = { (void *)munmap, (void *)mmap, (void *)mremap,
@@ -97,11 +97,12 @@ static void remap_say_path(const char *prefix)
 		       prefix);
 	} else {
 		status_fn(&st, sizeof(st));
-		printf("%s: memory events: %s (UCX %u.%u.%u, %llu ranges passed on, %llu overflows)\n",
+		printf("%s: memory events: %s (UCX %u.%u.%u, %llu ranges passed on, %llu overflows, %llu caches refused)\n",
 		       prefix, st.state < 4 ? states[st.state] : "?",
 		       st.ucx_version[0], st.ucx_version[1],
 		       st.ucx_version[2], (unsigned long long)st.ranges,
-		       (unsigned long long)st.overflows);
+		       (unsigned long long)st.overflows,
+		       (unsigned long long)st.refused);
 	}
 	for (i = 0; i < 6; i++) {
 		p = libc_patched(names[i], called[i]);

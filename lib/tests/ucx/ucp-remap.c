@@ -18,12 +18,15 @@
  *   ucp-remap: libc's munmap, mmap, mremap, madvise: not patched
  *   ucp-remap: 20 rounds of 1048576 bytes: buffer reused: 0 wrong, 0 registrations; replaced: 0 wrong, 20 registrations
  *
- * Usage: ucp-remap [BYTES [ROUNDS]]  (UCX_TLS, UCX_NET_DEVICES and the
- * rest of UCX's configuration from the environment).  Exit status 1 if a
- * byte was wrong, 2 if the program could not run.
+ * Usage: ucp-remap [BYTES [ROUNDS [stop]]]  (UCX_TLS, UCX_NET_DEVICES
+ * and the rest of UCX's configuration from the environment).  With stop
+ * it stops itself (SIGSTOP) after the summary, its UCP contexts live, for
+ * umnstat --check to look at.  Exit status 1 if a byte was wrong, 2 if
+ * the program could not run.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,8 +170,8 @@ int main(int argc, char **argv)
 	ucs_status_t status;
 	ucp_ep_h ep;
 
-	if (!len || rounds < 4) {
-		fprintf(stderr, "usage: ucp-remap [BYTES [ROUNDS >= 4]]\n");
+	if (!len || rounds < 4 || (argc > 3 && strcmp(argv[3], "stop"))) {
+		fprintf(stderr, "usage: ucp-remap [BYTES [ROUNDS >= 4 [stop]]]\n");
 		return 2;
 	}
 	side_open(&tx);
@@ -194,6 +197,11 @@ int main(int argc, char **argv)
 	remap_say_path("ucp-remap");
 	printf("ucp-remap: %d rounds of %zu bytes: buffer reused: %d wrong, %lu registrations; replaced: %d wrong, %lu registrations\n",
 	       rounds, len, bad_reuse, reg_reuse, bad_replace, reg_replace);
+	/* For umnstat --check (check-ucx), with UCX's caches still live. */
+	if (argc > 3) {
+		fflush(stdout);
+		raise(SIGSTOP);
+	}
 
 	wait_for(ucp_ep_close_nb(ep, UCP_EP_CLOSE_MODE_FLUSH), &tx, &rx,
 		 "ucp_ep_close_nb");

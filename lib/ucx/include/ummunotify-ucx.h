@@ -25,9 +25,11 @@ enum {
 };
 
 /*
- * What the library did.  Pass sizeof(struct umn_ucx_status): fields are
- * only ever added at the end, and a library newer than the caller's
- * header fills what the caller knows.
+ * What the library did.  Zero it, and pass sizeof(struct umn_ucx_status):
+ * fields are only ever added at the end; a library newer than the
+ * caller's header fills what the caller knows, and one older leaves the
+ * rest as it was (libummunotify-ucx 1.2, of ummunotify 1.3.0, on: zeroes
+ * it).
  */
 struct umn_ucx_status {
 	uint32_t state;			/* UMN_UCX_* */
@@ -37,6 +39,9 @@ struct umn_ucx_status {
 	uint64_t catch_ups;		/* lookups that found changes to pass on */
 	uint64_t ranges;		/* changed ranges passed to UCX */
 	uint64_t overflows;		/* events lost: every registration dropped */
+	uint64_t refused;		/* caches refused: their owners' lookups
+					 * would pass this library (since
+					 * libummunotify-ucx 1.2) */
 };
 
 void umn_ucx_status(struct umn_ucx_status *status, size_t size);
