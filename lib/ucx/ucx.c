@@ -808,17 +808,16 @@ ucs_status_t ucs_rcache_create(const void *params, const char *name,
 	const struct rcache_params_118 *p118 = params;
 	struct cache *c;
 	ucs_status_t ret;
+	bool watched;
 	uint64_t seq;
 
 	init_once();
-	if (!__atomic_load_n(&umn, __ATOMIC_ACQUIRE) ||
-	    !((seven_args ? p118->ucm_events : p113->ucm_events) &
-	      UCM_EVENT_VM_UNMAPPED))
-		return ((rcache_create_fn *)target(ucx_create, __func__))
-			(params, name, stats_parent, rcache_p);
-	if (!creator_bound((uintptr_t)__builtin_return_address(0)))
+	watched = __atomic_load_n(&umn, __ATOMIC_ACQUIRE) &&
+		  ((seven_args ? p118->ucm_events : p113->ucm_events) &
+		   UCM_EVENT_VM_UNMAPPED);
+	if (watched && !creator_bound((uintptr_t)__builtin_return_address(0)))
 		return UCS_ERR_UNSUPPORTED;
-	if (!guard)
+	if (!watched || !guard)
 		return ((rcache_create_fn *)target(ucx_create, __func__))
 			(params, name, stats_parent, rcache_p);
 	pthread_mutex_lock(&caches_lock);
