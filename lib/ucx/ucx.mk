@@ -78,6 +78,7 @@ $(O)/tests/ucp-remap: tests/ucx/ucp-remap.c tests/ucx/remap.h \
 # The cache looked up in one thread after another changed the memory.
 $(O)/tests/ucp-threads: tests/ucx/ucp-threads.c tests/ucx/remap.h \
 			tests/ucx/patched.h tests/ucx/registrations.h \
+			tests/ucx/ucp-map.h \
 			$(UCX_HDR) $(UCX_LIBS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(UCX_CFLAGS) $(LDFLAGS) -rdynamic -o $@ \

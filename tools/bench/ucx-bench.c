@@ -42,6 +42,7 @@
 #include <uct/api/uct.h>
 
 #include "registrations.h"
+#include "ucp-map.h"
 #include "ummunotify-ucx.h"
 
 #define BUF_SIZE	4096
@@ -137,25 +138,6 @@ static uct_md_h open_md(const char *dev)
 	exit(1);
 }
 
-static void ucp_reg_dereg(void *buf, size_t len)
-{
-	ucp_mem_map_params_t params = {
-		.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
-			      UCP_MEM_MAP_PARAM_FIELD_LENGTH,
-		.address = buf,
-		.length = len,
-	};
-	ucs_status_t status;
-	ucp_mem_h memh;
-
-	status = ucp_mem_map(context, &params, &memh);
-	if (status != UCS_OK)
-		die("ucp_mem_map", status);
-	status = ucp_mem_unmap(context, memh);
-	if (status != UCS_OK)
-		die("ucp_mem_unmap", status);
-}
-
 static void md_reg_dereg(void *buf, size_t len)
 {
 	ucs_status_t status;
@@ -172,7 +154,7 @@ static void md_reg_dereg(void *buf, size_t len)
 static void reg_dereg(void *buf, size_t len)
 {
 	if (context)
-		ucp_reg_dereg(buf, len);
+		ucp_map_unmap(context, buf, len);
 	else
 		md_reg_dereg(buf, len);
 }

@@ -40,6 +40,7 @@
 #include <ucp/api/ucp.h>
 
 #include "remap.h"
+#include "ucp-map.h"
 
 #define PAGES	4
 #define MAX_BUSY	8
@@ -80,25 +81,6 @@ static ucp_context_h open_context(void)
 	return context;
 }
 
-static void map_unmap(ucp_context_h context, void *buf, size_t len)
-{
-	ucp_mem_map_params_t params = {
-		.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
-			      UCP_MEM_MAP_PARAM_FIELD_LENGTH,
-		.address = buf,
-		.length = len,
-	};
-	ucs_status_t status;
-	ucp_mem_h memh;
-
-	status = ucp_mem_map(context, &params, &memh);
-	if (status != UCS_OK)
-		die("ucp_mem_map", status);
-	status = ucp_mem_unmap(context, memh);
-	if (status != UCS_OK)
-		die("ucp_mem_unmap", status);
-}
-
 static void wait_for(int *counter, int value)
 {
 	while (__atomic_load_n(counter, __ATOMIC_ACQUIRE) < value)
@@ -128,11 +110,11 @@ static void *checker(void *arg)
 	for (round = 1; round <= rounds; round++) {
 		wait_for(&round_done, round);
 		before = thread_registrations;
-		map_unmap(context, checked, span);
+		ucp_map_unmap(context, checked, span);
 		if (thread_registrations == before)
 			stale++;
 		before = thread_registrations;
-		map_unmap(context, checked, span);
+		ucp_map_unmap(context, checked, span);
 		if (thread_registrations != before)
 			uncached++;
 		__atomic_store_n(&round_checked, round, __ATOMIC_RELEASE);
@@ -152,7 +134,7 @@ static void *busy(void *arg)
 
 	/* Yielding: the checker and changer get the CPUs of a small guest. */
 	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
-		map_unmap(b->context, b->buf, span);
+		ucp_map_unmap(b->context, b->buf, span);
 		__atomic_fetch_add(&busy_lookups, 1, __ATOMIC_RELAXED);
 		sched_yield();
 	}
