@@ -190,6 +190,8 @@ static void wait_retired(uint64_t watches)
 	}
 	fprintf(stderr, "ofi-stale: the changed watch was never freed\n");
 	say_counts();
+	/* The rounds' lines so far, which _exit() would drop in a pipe. */
+	fflush(stdout);
 	_exit(2);
 }
 
