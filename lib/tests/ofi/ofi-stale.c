@@ -160,6 +160,16 @@ static int memhooks_patched(void)
 #endif
 }
 
+/* Whether COND came true within 5 s, polled each millisecond. */
+#define waited(cond) ({							\
+	struct timespec _pause = { 0, 1000000 };			\
+	int _i;								\
+									\
+	for (_i = 0; _i < 5000 && !(cond); _i++)			\
+		nanosleep(&_pause, NULL);				\
+	(cond);								\
+})
+
 /* What the monitor counted, for a wait that gave up. */
 static void say_counts(void)
 {
@@ -180,14 +190,8 @@ static void say_counts(void)
  */
 static void wait_retired(uint64_t watches)
 {
-	struct timespec pause = { 0, 1000000 };
-	int i;
-
-	for (i = 0; i < 5000; i++) {
-		if (stats().watches < watches)
-			return;
-		nanosleep(&pause, NULL);
-	}
+	if (waited(stats().watches < watches))
+		return;
 	fprintf(stderr, "ofi-stale: the changed watch was never freed\n");
 	say_counts();
 	/* The rounds' lines so far, which _exit() would drop in a pipe. */
@@ -204,15 +208,7 @@ static void wait_retired(uint64_t watches)
  */
 static void wait_notified(const struct umn_ofi_stats *before)
 {
-	struct timespec pause = { 0, 1000000 };
-	int i;
-
-	for (i = 0; i < 5000; i++) {
-		if (stats().notified > before->notified)
-			break;
-		nanosleep(&pause, NULL);
-	}
-	if (i == 5000) {
+	if (!waited(stats().notified > before->notified)) {
 		fprintf(stderr, "ofi-stale: the invalidation never reached notify()\n");
 		say_counts();
 		exit(2);
