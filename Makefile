@@ -115,7 +115,8 @@ $(B)/tools/ummunotify-demo: $(DEMO_SRCS) lib
 		$(DEMO_SRCS) $(DEMO_LIBS)
 
 umnstat: $(B)/tools/umnstat
-$(B)/tools/umnstat: tools/umnstat/umnstat.c lib/ofi/include/ummunotify-ofi.h
+$(B)/tools/umnstat: tools/umnstat/umnstat.c lib/ofi/include/ummunotify-ofi.h \
+		include/uapi/linux/ummunotify.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -I$(TOP)/lib/ofi/include -o $@ $<
 

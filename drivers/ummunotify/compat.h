@@ -13,12 +13,22 @@
 #include <linux/pagemap.h>
 #include <linux/shrinker.h>
 #include <linux/slab.h>
+#include <linux/user_namespace.h>
 
 /* Before 5.14 there is no device-exclusive access to be told about. */
 #ifdef UMN_HAVE_MMU_NOTIFY_EXCLUSIVE
 #define umn_event_exclusive(event)	((event) == MMU_NOTIFY_EXCLUSIVE)
 #else
 #define umn_event_exclusive(event)	false
+#endif
+
+/* How many references a user namespace has. */
+#ifndef UMN_HAVE_NS_REF_READ
+#ifdef UMN_HAVE_NS_COMMON_COUNT
+#define ns_ref_read(user_ns)	refcount_read(&(user_ns)->ns.count)
+#else
+#define ns_ref_read(user_ns)	atomic_read(&(user_ns)->count)
+#endif
 #endif
 
 #ifndef UMN_HAVE_FAULT_IN_WRITEABLE

@@ -134,6 +134,9 @@ static long umn_ioctl(struct file *filp, unsigned int cmd, unsigned long arg)
 	case UMMUNOTIFY_SETUP:
 	case UMMUNOTIFY_WATCHV:
 		break;
+	case UMMUNOTIFY_NS_LIMITS:
+		/* The caller's privileges count, whoever opened the file. */
+		return umn_ns_limits(argp);
 	default:
 		return -ENOTTY;
 	}
@@ -469,12 +472,20 @@ static ssize_t regions_show(struct device *dev, struct device_attribute *attr,
 }
 static DEVICE_ATTR_ADMIN_RO(regions);
 
+static ssize_t ns_limits_show(struct device *dev,
+			      struct device_attribute *attr, char *buf)
+{
+	return sysfs_emit(buf, "%u\n", umn_ns_limited());
+}
+static DEVICE_ATTR_ADMIN_RO(ns_limits);
+
 static struct attribute *umn_attrs[] = {
 	&dev_attr_files.attr,
 	&dev_attr_regions.attr,
 	&dev_attr_events.attr.attr,
 	&dev_attr_dropped.attr.attr,
 	&dev_attr_filtered.attr.attr,
+	&dev_attr_ns_limits.attr,
 	NULL
 };
 ATTRIBUTE_GROUPS(umn);

@@ -18,6 +18,7 @@
 #include <linux/hashtable.h>
 #include <linux/mm.h>
 #include <linux/module.h>
+#include <linux/sched/task.h>
 #include <linux/slab.h>
 #include <linux/user_namespace.h>
 #include <linux/workqueue.h>
@@ -99,6 +100,9 @@ MODULE_PARM_DESC(max_ns_pages, "Maximum number of pages of all the files opened 
  * @teardowns:	files another process closed last, to tear down (the
  *		topmost user's, see umn_user_defer_teardown())
  * @teardown_work: tears them down
+ * @max_watches: a namespace's own limits, which an admin set (0: the
+ * @max_pages:	module's); read without umn_users_lock
+ * @limited:	in umn_limited if an admin set them, holding a reference
  */
 struct umn_user {
 	struct hlist_node node;
@@ -110,10 +114,15 @@ struct umn_user {
 	atomic_long_t pages;
 	struct llist_head teardowns;
 	struct work_struct teardown_work;
+	unsigned long max_watches;
+	unsigned long max_pages;
+	struct list_head limited;
 };
 
 static DEFINE_HASHTABLE(umn_users, 6);
 static DEFINE_MUTEX(umn_users_lock);
+static LIST_HEAD(umn_limited);
+static unsigned int umn_nr_limited;
 static struct workqueue_struct *umn_teardown_wq;
 
 static void umn_user_teardowns(struct work_struct *work);
@@ -138,14 +147,16 @@ static unsigned long umn_limit(const struct umn_limit *limit)
 /* A user's limits, or a namespace's. */
 static unsigned long umn_max_watches(const struct umn_user *user)
 {
-	return umn_limit(uid_valid(user->uid) ? &max_user_watches :
-			 &max_ns_watches);
+	if (uid_valid(user->uid))
+		return umn_limit(&max_user_watches);
+	return READ_ONCE(user->max_watches) ?: umn_limit(&max_ns_watches);
 }
 
 static unsigned long umn_max_pages(const struct umn_user *user)
 {
-	return umn_limit(uid_valid(user->uid) ? &max_user_pages :
-			 &max_ns_pages);
+	if (uid_valid(user->uid))
+		return umn_limit(&max_user_pages);
+	return READ_ONCE(user->max_pages) ?: umn_limit(&max_ns_pages);
 }
 
 /*
@@ -281,6 +292,7 @@ static struct umn_user *umn_user_lookup(struct user_namespace *ns,
 	user->parent = parent;
 	user->refs = 1;
 	INIT_WORK(&user->teardown_work, umn_user_teardowns);
+	INIT_LIST_HEAD(&user->limited);
 	hash_add(umn_users, &user->node, umn_user_hash(ns, uid));
 	return user;
 }
@@ -344,6 +356,152 @@ bool umn_user_may_see(struct umn_file *file, const struct file *seen)
 	return (seen->f_cred->user_ns == user->ns &&
 		uid_eq(seen->f_cred->uid, user->uid)) ||
 	       file_ns_capable(seen, user->ns, CAP_SYS_PTRACE);
+}
+
+/*
+ * The container @nr is in (see umn_user_above()), held: the namespace
+ * the initial one's root made, above the process's own.
+ */
+static int umn_container_of(pid_t nr, struct user_namespace **container)
+{
+	struct user_namespace *ns, *top;
+	struct task_struct *task;
+	struct pid *pid;
+
+	if (nr <= 0)
+		return -EINVAL;
+	pid = find_get_pid(nr);
+	task = get_pid_task(pid, PIDTYPE_PID);
+	put_pid(pid);
+	if (!task)
+		return -ESRCH;
+	rcu_read_lock();
+	ns = get_user_ns(__task_cred(task)->user_ns);
+	rcu_read_unlock();
+	put_task_struct(task);
+
+	for (top = ns; top != &init_user_ns && top->parent != &init_user_ns;)
+		top = top->parent;
+	/* Root's own users, and a user's namespaces, have budgets per user. */
+	if (top == &init_user_ns || !uid_eq(top->owner, GLOBAL_ROOT_UID)) {
+		put_user_ns(ns);
+		return -EINVAL;
+	}
+	get_user_ns(top);
+	put_user_ns(ns);
+	*container = top;
+	return 0;
+}
+
+/* Forget the limits an admin set for @user's namespace.  Lock held. */
+static void umn_ns_unlimit(struct umn_user *user)
+{
+	list_del_init(&user->limited);
+	umn_nr_limited--;
+	WRITE_ONCE(user->max_watches, 0);
+	WRITE_ONCE(user->max_pages, 0);
+	umn_user_put(user);
+}
+
+/*
+ * Limits hold their namespace, so that they outlive its files: a
+ * container that closes its last file and opens again is still bound.
+ * Once nothing else holds it no process can enter it again, and they go,
+ * at the next UMMUNOTIFY_NS_LIMITS or unload.  umn_users_lock held.
+ */
+static void umn_ns_limits_reap(void)
+{
+	struct umn_user *user, *next;
+
+	lockdep_assert_held(&umn_users_lock);
+
+	list_for_each_entry_safe(user, next, &umn_limited, limited)
+		if (ns_ref_read(user->ns) == 1)
+			umn_ns_unlimit(user);
+}
+
+unsigned int umn_ns_limited(void)
+{
+	return READ_ONCE(umn_nr_limited);
+}
+
+/*
+ * UMMUNOTIFY_NS_LIMITS.  A limit lowered below what the container holds
+ * refuses its next watches and pages, and takes nothing back.
+ */
+int umn_ns_limits(struct ummunotify_ns_limits __user *argp)
+{
+	struct umn_user *spare = NULL, *user;
+	struct ummunotify_ns_limits req;
+	struct user_namespace *ns;
+	bool set, limit;
+	int ret;
+
+	if (copy_from_user(&req, argp, sizeof(req)))
+		return -EFAULT;
+	set = req.flags & UMMUNOTIFY_NS_LIMITS_SET;
+	limit = req.max_watches || req.max_pages;
+	if ((req.flags & ~UMMUNOTIFY_NS_LIMITS_SET) || req.reserved[0] ||
+	    req.reserved[1])
+		return -EINVAL;
+	/* A container's root may read its budget but not raise it. */
+	if (set && !capable(CAP_SYS_RESOURCE))
+		return -EPERM;
+	ret = umn_container_of(req.pid, &ns);
+	if (ret)
+		return ret;
+	ret = -EPERM;
+	if (!ns_capable(ns, CAP_SYS_RESOURCE))
+		goto out;
+	/* Fail on an unwritable argument before anything changes. */
+	ret = -EFAULT;
+	if (copy_to_user(argp, &req, sizeof(req)))
+		goto out;
+	ret = -ENOMEM;
+	if (set && limit) {
+		spare = kzalloc(sizeof(*spare), GFP_KERNEL_ACCOUNT);
+		if (!spare)
+			goto out;
+	}
+
+	mutex_lock(&umn_users_lock);
+	umn_ns_limits_reap();
+	user = umn_user_find(ns, INVALID_UID);
+	if (set && limit && !user)
+		/* A container has no user above it: @spare will do. */
+		user = umn_user_lookup(ns, INVALID_UID, &spare);
+	else if (user)
+		user->refs++;
+	if (set && user) {
+		WRITE_ONCE(user->max_watches, req.max_watches);
+		WRITE_ONCE(user->max_pages, req.max_pages);
+		if (limit && list_empty(&user->limited)) {
+			/* The limits' own reference. */
+			user->refs++;
+			list_add(&user->limited, &umn_limited);
+			umn_nr_limited++;
+		} else if (!limit && !list_empty(&user->limited)) {
+			umn_ns_unlimit(user);
+		}
+	}
+	if (user) {
+		req.max_watches = umn_max_watches(user);
+		req.max_pages = umn_max_pages(user);
+		req.watches = atomic_long_read(&user->watches);
+		req.pages = atomic_long_read(&user->pages);
+		umn_user_put(user);
+	} else {
+		req.max_watches = umn_limit(&max_ns_watches);
+		req.max_pages = umn_limit(&max_ns_pages);
+		req.watches = 0;
+		req.pages = 0;
+	}
+	mutex_unlock(&umn_users_lock);
+	kfree(spare);
+	ret = copy_to_user(argp, &req, sizeof(req)) ? -EFAULT : 0;
+out:
+	put_user_ns(ns);
+	return ret;
 }
 
 /* The file is gone: what else it held was uncharged already. */
@@ -452,6 +610,11 @@ int umn_limits_init(void)
 void umn_limits_exit(void)
 {
 	destroy_workqueue(umn_teardown_wq);
+	mutex_lock(&umn_users_lock);
+	while (!list_empty(&umn_limited))
+		umn_ns_unlimit(list_first_entry(&umn_limited, struct umn_user,
+						limited));
+	mutex_unlock(&umn_users_lock);
 	/* No file is left, so a user left is a reference leaked. */
 	WARN_ON(!hash_empty(umn_users));
 }

@@ -441,6 +441,8 @@ void umn_uncharge_pages(struct umn_file *file, unsigned long pages);
 long umn_user_watches(struct umn_file *file);
 long umn_user_pages(struct umn_file *file);
 void umn_user_defer_teardown(struct umn_file *file);
+int umn_ns_limits(struct ummunotify_ns_limits __user *argp);
+unsigned int umn_ns_limited(void);
 int umn_limits_init(void);
 void umn_limits_exit(void);
 

@@ -998,6 +998,227 @@ TEST_F(user_limits, a_container_spends_neither_roots_budget_nor_another_containe
 }
 
 /*
+ * UMMUNOTIFY_NS_LIMITS: an admin bounds one container apart from the
+ * others (max_ns_pages is every container's), before it opens anything;
+ * its root reads the bound and cannot raise it.
+ */
+static int ns_limits(int fd, pid_t pid, __u32 flags, __u64 max_watches,
+		     __u64 max_pages, struct ummunotify_ns_limits *got)
+{
+	struct ummunotify_ns_limits l = {
+		.pid = pid,
+		.flags = flags,
+		.max_watches = max_watches,
+		.max_pages = max_pages,
+	};
+
+	if (ioctl(fd, UMMUNOTIFY_NS_LIMITS, &l))
+		return -errno;
+	if (got)
+		*got = l;
+	return 0;
+}
+
+/* In the namespace, once told: files opened until refused, and why. */
+static void open_when_told(struct tenant *t)
+{
+	char byte;
+	int n[2];
+
+	if (read(t->go[0], &byte, 1) != 1)
+		_exit(3);
+	n[0] = open_until_refused(&n[1]);
+	if (write(t->report[1], n, sizeof(n)) != sizeof(n))
+		_exit(2);
+}
+
+/* Its root: SET's error, GET's, and the max_pages GET read. */
+static void root_tries_to_raise_its_limit(struct tenant *t)
+{
+	struct ummunotify_ns_limits got = { 0 };
+	int fd = open(DEVICE, O_RDONLY);
+	long long n[3];
+
+	n[0] = ns_limits(fd, getpid(), UMMUNOTIFY_NS_LIMITS_SET, 0, 1 << 20,
+			 NULL);
+	n[1] = ns_limits(fd, getpid(), 0, 0, 0, &got);
+	n[2] = got.max_pages;
+	if (write(t->report[1], n, sizeof(n)) != sizeof(n))
+		_exit(2);
+}
+
+TEST_F(user_limits, an_admin_bounds_one_container_and_no_other)
+{
+	struct ummunotify_ns_limits got;
+	struct tenant a, b;
+	int na[2], nb[2], fd;
+
+	ASSERT_EQ(0, set_param("max_user_pages", 3 * NS_FILES));
+	ASSERT_EQ(0, set_param("max_ns_pages", 3 * NS_FILES));
+	ASSERT_EQ(0, set_param("max_ns_watches", 1000));
+	fd = open(DEVICE, O_RDONLY);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, in_namespace(&a, 200000, open_when_told));
+	ASSERT_EQ(0, in_namespace(&b, 300000, open_when_told));
+
+	/* Two files' worth for a. */
+	ASSERT_EQ(0, ns_limits(fd, a.pid, UMMUNOTIFY_NS_LIMITS_SET, 0, 3 * 2,
+			       &got));
+	EXPECT_EQ(1000ULL, got.max_watches);
+	EXPECT_EQ(3ULL * 2, got.max_pages);
+	EXPECT_EQ(0ULL, got.watches);
+	EXPECT_EQ(0ULL, got.pages);
+	EXPECT_EQ(1, sysfs("ns_limits"));
+	ASSERT_EQ(1, write(a.go[1], "o", 1));
+	ASSERT_EQ(1, write(b.go[1], "o", 1));
+	ASSERT_EQ((ssize_t)sizeof(na), read(a.report[0], na, sizeof(na)));
+	ASSERT_EQ((ssize_t)sizeof(nb), read(b.report[0], nb, sizeof(nb)));
+	EXPECT_EQ(2, na[0]);
+	EXPECT_EQ(ENOSPC, na[1]);
+	EXPECT_EQ(NS_FILES, nb[0]);
+	EXPECT_EQ(ENOSPC, nb[1]);
+
+	ASSERT_EQ(0, ns_limits(fd, a.pid, 0, 0, 0, &got));
+	EXPECT_EQ(3ULL * 2, got.max_pages);
+	EXPECT_EQ(3ULL * 2, got.pages);
+	ASSERT_EQ(0, ns_limits(fd, b.pid, 0, 0, 0, &got));
+	EXPECT_EQ(3ULL * NS_FILES, got.max_pages);
+	EXPECT_EQ(3ULL * NS_FILES, got.pages);
+	/* Zero: the module's own, as for the parameters. */
+	ASSERT_EQ(0, ns_limits(fd, a.pid, UMMUNOTIFY_NS_LIMITS_SET, 0, 0,
+			       &got));
+	EXPECT_EQ(3ULL * NS_FILES, got.max_pages);
+	EXPECT_EQ(3ULL * 2, got.pages);
+	EXPECT_EQ(0, sysfs("ns_limits"));
+	end_tenant(_metadata, &b);
+	end_tenant(_metadata, &a);
+	close(fd);
+}
+
+TEST_F(user_limits, only_an_admin_sets_a_containers_limits)
+{
+	struct ummunotify_ns_limits got, *ro, l = { .flags = 2 };
+	int ready[2], hold[2], fd, status;
+	long long n[3];
+	struct tenant a;
+	pid_t pid, gone;
+	char byte;
+
+	fd = open(DEVICE, O_RDONLY);
+	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, in_namespace(&a, 200000, root_tries_to_raise_its_limit));
+	ASSERT_EQ((ssize_t)sizeof(n), read(a.report[0], n, sizeof(n)));
+	EXPECT_EQ(-EPERM, n[0]);
+	EXPECT_EQ(0, n[1]);
+	EXPECT_LT(0, n[2]);
+	EXPECT_NE(1 << 20, n[2]);
+
+	/* Another user of the initial namespace may neither set nor read. */
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		int ufd = open(DEVICE, O_RDONLY);
+
+		if (become(TEST_UID))
+			_exit(10);
+		if (ns_limits(ufd, a.pid, UMMUNOTIFY_NS_LIMITS_SET, 1, 1,
+			      NULL) != -EPERM)
+			_exit(11);
+		_exit(ns_limits(ufd, a.pid, 0, 0, 0, NULL) == -EPERM ? 0 : 12);
+	}
+	EXPECT_EQ(0, wait_child(pid));
+
+	/* A user's own namespace is charged to the user: no container. */
+	ASSERT_EQ(0, pipe(ready));
+	ASSERT_EQ(0, pipe(hold));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		if (become(TEST_UID) || unshare(CLONE_NEWUSER) ||
+		    write(ready[1], "n", 1) != 1)
+			_exit(20);
+		_exit(read(hold[0], &byte, 1) == 1 ? 0 : 21);
+	}
+	ASSERT_EQ(1, read(ready[0], &byte, 1));
+	EXPECT_EQ(-EINVAL, ns_limits(fd, pid, UMMUNOTIFY_NS_LIMITS_SET, 1, 1,
+				     NULL));
+	ASSERT_EQ(1, write(hold[1], "g", 1));
+	EXPECT_EQ(0, wait_child(pid));
+
+	/* A pid no process has any more. */
+	gone = fork();
+	ASSERT_LE(0, gone);
+	if (!gone)
+		_exit(0);
+	ASSERT_EQ(gone, waitpid(gone, &status, 0));
+	EXPECT_EQ(-ESRCH, ns_limits(fd, gone, 0, 0, 0, NULL));
+
+	EXPECT_EQ(-EINVAL, ns_limits(fd, getpid(), 0, 0, 0, NULL));
+	EXPECT_EQ(-EINVAL, ns_limits(fd, 0, 0, 0, 0, NULL));
+	EXPECT_EQ(-EINVAL, ns_limits(fd, -1, 0, 0, 0, NULL));
+	l.pid = a.pid;
+	EXPECT_EQ(-1, ioctl(fd, UMMUNOTIFY_NS_LIMITS, &l));
+	EXPECT_EQ(EINVAL, errno);
+	l.flags = UMMUNOTIFY_NS_LIMITS_SET;
+	l.max_pages = 1;
+	l.reserved[1] = 1;
+	EXPECT_EQ(-1, ioctl(fd, UMMUNOTIFY_NS_LIMITS, &l));
+	EXPECT_EQ(EINVAL, errno);
+	EXPECT_EQ(-1, ioctl(fd, UMMUNOTIFY_NS_LIMITS, (void *)8));
+	EXPECT_EQ(EFAULT, errno);
+	/* A read-only argument: refused before anything is set. */
+	l.reserved[1] = 0;
+	ro = mmap(NULL, getpagesize(), PROT_READ | PROT_WRITE,
+		  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, ro);
+	*ro = l;
+	ASSERT_EQ(0, mprotect(ro, getpagesize(), PROT_READ));
+	EXPECT_EQ(-1, ioctl(fd, UMMUNOTIFY_NS_LIMITS, ro));
+	EXPECT_EQ(EFAULT, errno);
+	munmap(ro, getpagesize());
+
+	/* None of it set anything. */
+	EXPECT_EQ(0, sysfs("ns_limits"));
+	ASSERT_EQ(0, ns_limits(fd, a.pid, 0, 0, 0, &got));
+	EXPECT_EQ((__u64)n[2], got.max_pages);
+	end_tenant(_metadata, &a);
+	close(fd);
+}
+
+/*
+ * Limits hold their namespace while anything else does, and no longer: a
+ * container gone, they go at the next call.  Its creds are freed after an
+ * RCU grace period, so the test asks for a while.
+ */
+TEST_F(user_limits, a_containers_limits_go_with_it)
+{
+	struct tenant a, b;
+	int fd, tries;
+
+	fd = open(DEVICE, O_RDONLY);
+	ASSERT_LE(0, fd);
+	/* b first: a tenant holds the pipes of those made before it. */
+	ASSERT_EQ(0, in_namespace(&b, 300000, one_open));
+	ASSERT_EQ(0, in_namespace(&a, 200000, one_open));
+	ASSERT_EQ(0, ns_limits(fd, a.pid, UMMUNOTIFY_NS_LIMITS_SET, 7, 0,
+			       NULL));
+	ASSERT_EQ(0, ns_limits(fd, b.pid, UMMUNOTIFY_NS_LIMITS_SET, 7, 0,
+			       NULL));
+	EXPECT_EQ(2, sysfs("ns_limits"));
+	end_tenant(_metadata, &a);
+	for (tries = 0; tries < 100 && sysfs("ns_limits") != 1; tries++) {
+		usleep(20000);
+		ASSERT_EQ(0, ns_limits(fd, b.pid, 0, 0, 0, NULL));
+	}
+	EXPECT_EQ(1, sysfs("ns_limits"));
+	ASSERT_EQ(0, ns_limits(fd, b.pid, UMMUNOTIFY_NS_LIMITS_SET, 0, 0,
+			       NULL));
+	EXPECT_EQ(0, sysfs("ns_limits"));
+	end_tenant(_metadata, &b);
+	close(fd);
+}
+
+/*
  * The owner's exit gives its user's budget back before it is reaped, even
  * while its address space lives on in a process it shares it with
  * (CLONE_VM) that keeps it invalidating, as any other user of the address

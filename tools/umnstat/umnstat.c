@@ -22,10 +22,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <linux/ummunotify.h>
 
 #include "ummunotify-ofi.h"
 
@@ -861,22 +864,81 @@ out:
 	return ret;
 }
 
+/*
+ * --container PID [--set WATCHES,PAGES]: the budget of PID's container,
+ * read or set with UMMUNOTIFY_NS_LIMITS.  Exit status as usage() says.
+ */
+static int container(pid_t pid, bool set, unsigned long long watches,
+		     unsigned long long pages, bool json)
+{
+	struct ummunotify_ns_limits l = {
+		.pid = pid,
+		.flags = set ? UMMUNOTIFY_NS_LIMITS_SET : 0,
+		.max_watches = watches,
+		.max_pages = pages,
+	};
+	int fd = open("/dev/" DEVICE, O_RDONLY | O_CLOEXEC);
+	const char *why;
+
+	if (fd < 0) {
+		fprintf(stderr, "umnstat: /dev/" DEVICE ": %s\n", strerror(errno));
+		return errno == ENOENT || errno == ENXIO || errno == ENODEV ? 1 : 2;
+	}
+	if (ioctl(fd, UMMUNOTIFY_NS_LIMITS, &l)) {
+		switch (errno) {
+		case EINVAL:
+			why = "it is in no container (a user namespace root made): max_user_watches and max_user_pages bound its users";
+			break;
+		case EPERM:
+			why = set ? "setting needs CAP_SYS_RESOURCE" :
+				    "reading needs CAP_SYS_RESOURCE in its container";
+			break;
+		case ENOTTY:
+			why = "the module loaded has no UMMUNOTIFY_NS_LIMITS (older than this umnstat)";
+			break;
+		default:
+			why = strerror(errno);
+		}
+		fprintf(stderr, "umnstat: the container of process %d: %s\n",
+			(int)pid, why);
+		close(fd);
+		return 2;
+	}
+	close(fd);
+	if (json)
+		printf("{\"pid\": %d, \"watches\": %llu, \"max_watches\": %llu, \"pages\": %llu, \"max_pages\": %llu}\n",
+		       (int)pid, (unsigned long long)l.watches,
+		       (unsigned long long)l.max_watches,
+		       (unsigned long long)l.pages,
+		       (unsigned long long)l.max_pages);
+	else
+		printf("container of process %d: watches %llu of %llu, pages %llu of %llu\n",
+		       (int)pid, (unsigned long long)l.watches,
+		       (unsigned long long)l.max_watches,
+		       (unsigned long long)l.pages,
+		       (unsigned long long)l.max_pages);
+	return 0;
+}
+
 static void usage(FILE *out)
 {
 	fprintf(out,
 		"Usage: umnstat [-j] [-w[SECONDS]] [-p PID]...\n"
 		"       umnstat -c PID\n"
+		"       umnstat [-j] -n PID [-s WATCHES,PAGES]\n"
 		"Which processes have /dev/" DEVICE " open, and what the kernel says\n"
-		"of each open file and of the module; or whether the libfabric and\n"
-		"UCX caches of process PID use it.\n\n"
+		"of each open file and of the module; whether the libfabric and UCX\n"
+		"caches of process PID use it; or the budget of PID's container.\n\n"
 		"  -j, --json             one JSON object (with -w, one per line)\n"
 		"  -w, --watch[=SECONDS]  again every SECONDS (default 2) until killed\n"
 		"  -p, --pid=PID          only process PID (repeatable)\n"
 		"  -c, --check=PID        whether PID's caches use the device\n"
+		"  -n, --container=PID    what PID's container holds, and its limits\n"
+		"  -s, --set=WATCHES,PAGES  with -n: set them (0: the module's default)\n"
 		"  -h, --help             this help\n\n"
 		"Exit status: 0, 1 if the module is not loaded, 2 on bad usage (or\n"
-		"an unreadable PID), 3 if a cache of the checked PID does not use it,\n"
-		"4 if that cannot be told.\n");
+		"an unreadable PID, or a container refused), 3 if a cache of the\n"
+		"checked PID does not use it, 4 if that cannot be told.\n");
 }
 
 int main(int argc, char **argv)
@@ -886,19 +948,25 @@ int main(int argc, char **argv)
 		{ "watch", optional_argument, NULL, 'w' },
 		{ "pid", required_argument, NULL, 'p' },
 		{ "check", required_argument, NULL, 'c' },
+		{ "container", required_argument, NULL, 'n' },
+		{ "set", required_argument, NULL, 's' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 }
 	};
 	bool json = false, watch = false;
 	unsigned int interval = 2;
-	pid_t *pids = NULL, checked = 0;
+	pid_t *pids = NULL, checked = 0, contained = 0;
+	unsigned long long max_watches = 0, max_pages = 0;
+	bool set = false;
+	char extra;
 	size_t npids = 0;
 	struct snapshot s;
 	char *end;
 	long v;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "jw::p:c:h", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "jw::p:c:n:s:h", options,
+				NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			json = true;
@@ -914,8 +982,19 @@ int main(int argc, char **argv)
 			}
 			interval = v;
 			break;
+		case 's':
+			set = true;
+			if (sscanf(optarg, "%llu,%llu%c", &max_watches,
+				   &max_pages, &extra) != 2 ||
+			    !isdigit((unsigned char)optarg[0])) {
+				fprintf(stderr, "umnstat: bad limits: %s (WATCHES,PAGES)\n",
+					optarg);
+				return 2;
+			}
+			break;
 		case 'p':
 		case 'c':
+		case 'n':
 			v = strtol(optarg, &end, 10);
 			if (*end || v < 1 || v > INT_MAX) {
 				fprintf(stderr, "umnstat: bad PID: %s\n", optarg);
@@ -923,6 +1002,10 @@ int main(int argc, char **argv)
 			}
 			if (c == 'c') {
 				checked = v;
+				break;
+			}
+			if (c == 'n') {
+				contained = v;
 				break;
 			}
 			pids = xrealloc(pids, (npids + 1) * sizeof(*pids));
@@ -936,12 +1019,15 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (optind < argc || (checked && (json || watch || npids))) {
+	if (optind < argc || (checked && (json || watch || npids)) ||
+	    (contained && (checked || watch || npids)) || (set && !contained)) {
 		usage(stderr);
 		return 2;
 	}
 	if (checked)
 		return check(checked);
+	if (contained)
+		return container(contained, set, max_watches, max_pages, json);
 
 	for (;;) {
 		take_snapshot(&s, pids, npids);

@@ -153,9 +153,32 @@ struct ummunotify_watchv {
 
 #define UMMUNOTIFY_WATCHV_MAX		1024
 
+/*
+ * UMMUNOTIFY_NS_LIMITS: the budget of a container, that is of a user
+ * namespace the initial namespace's root made (with the namespaces made
+ * in it), named by a process in it.  Any open file serves.  Setting needs
+ * CAP_SYS_RESOURCE in the initial user namespace; reading, in the
+ * container's.
+ */
+struct ummunotify_ns_limits {
+	__s32	pid;		/* in: a process of the container */
+	__u32	flags;		/* in: UMMUNOTIFY_NS_LIMITS_* */
+	/* in with SET (0: the module's default); out: the limit in force */
+	__u64	max_watches;
+	__u64	max_pages;
+	__u64	watches;	/* out: what its users hold now */
+	__u64	pages;
+	__u64	reserved[2];	/* must be 0 */
+};
+
+/* Set max_watches and max_pages, then report as without it. */
+#define UMMUNOTIFY_NS_LIMITS_SET	0x1U
+
 #define UMMUNOTIFY_WATCH	_IOWR(UMMUNOTIFY_MAGIC, 4, struct ummunotify_watch)
 #define UMMUNOTIFY_RESIZE	_IOWR(UMMUNOTIFY_MAGIC, 5, struct ummunotify_watch)
 #define UMMUNOTIFY_SETUP	_IOWR(UMMUNOTIFY_MAGIC, 6, struct ummunotify_params)
 #define UMMUNOTIFY_WATCHV	_IOWR(UMMUNOTIFY_MAGIC, 7, struct ummunotify_watchv)
+#define UMMUNOTIFY_NS_LIMITS	_IOWR(UMMUNOTIFY_MAGIC, 8, \
+				     struct ummunotify_ns_limits)
 
 #endif /* _UAPI_LINUX_UMMUNOTIFY_H */
