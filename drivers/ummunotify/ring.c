@@ -43,8 +43,13 @@ bool umn_ring_post(struct umn_file *file,
 	if (used > entries || entries - used < need) {
 		file->lost++;
 		file->dropped++;
-		WRITE_ONCE(*(u64 *)(file->header + UMN_OFF_DROPPED),
-			   file->dropped);
+		/*
+		 * Pairs with user space's load-acquire of the count: the
+		 * generation word of the event dropped, and in_flight, show
+		 * with it (the userspace-api document's "Memory ordering").
+		 */
+		smp_store_release((u64 *)(file->header + UMN_OFF_DROPPED),
+				  file->dropped);
 		this_cpu_inc(umn_stats.dropped);
 		return false;
 	}

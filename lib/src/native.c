@@ -173,10 +173,10 @@ static bool native_event(struct umn *u, const struct ummunotify_ring_event *in,
 static int native_report_dropped(struct umn *u, umn_event_fn *fn, void *arg)
 {
 	/*
-	 * The kernel stores its drop count (relaxed) before the release of
-	 * the tail that publishes the OVERFLOW entry, which native_drain()
-	 * loaded with acquire: at least that count shows.  At the end of a
-	 * drain a newer count may not show yet: the next drain reports it.
+	 * Acquire: pairs with the store-release of the count in
+	 * umn_ring_post(), after the generation word of the event dropped,
+	 * which umn__report_loss() then reads.  A count newer than the tail
+	 * loaded may not show yet: the next drain reports it.
 	 */
 	uint64_t dropped = load_acquire(*u->dropped);
 	uint64_t lost = dropped - u->dropped_seen;
