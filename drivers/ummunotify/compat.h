@@ -105,7 +105,7 @@ static inline int umn_shrinker_register(struct umn_shrinker *s,
 		shrinker_free(s->shrinker);
 		return ret;
 	}
-	/* Pairs with the count's acquire: the list is ready. */
+	/* Pairs with smp_load_acquire() in umn_pressure_count(): list ready. */
 	smp_store_release(ready, true);
 	shrinker_register(s->shrinker);
 	return 0;
@@ -149,7 +149,7 @@ static inline int umn_shrinker_register(struct umn_shrinker *s,
 		unregister_shrinker(&s->shrinker);
 		return ret;
 	}
-	/* Pairs with the count's acquire: the list is ready. */
+	/* Pairs with smp_load_acquire() in umn_pressure_count(): list ready. */
 	smp_store_release(ready, true);
 	return 0;
 }

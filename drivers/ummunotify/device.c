@@ -59,6 +59,10 @@ static bool umn_readable(struct umn_file *file)
  */
 void umn_wake(struct umn_file *file)
 {
+	/*
+	 * Its smp_mb() pairs with set_current_state() in the waiter's
+	 * wait_event_interruptible(): it sees the event, or is seen here.
+	 */
 	if (wq_has_sleeper(&file->wait))
 		wake_up_interruptible(&file->wait);
 	if (READ_ONCE(file->fasync))

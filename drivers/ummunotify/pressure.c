@@ -173,7 +173,10 @@ static unsigned long umn_pressure_count(struct shrinker *shrinker,
 	struct umn_pressure_walk walk = {};
 	unsigned long estimate;
 
-	/* Before 6.7 the list can only be set up after registration. */
+	/*
+	 * Pairs with smp_store_release() in umn_shrinker_register(): before
+	 * 6.7 the list can only be set up after registration.
+	 */
 	if (!smp_load_acquire(&umn_pressure_ready))
 		return 0;
 	estimate = umn_pressure_sample(sc->memcg, &walk);

@@ -37,7 +37,10 @@ bool umn_ring_post(struct umn_file *file,
 	u64 used;
 
 	lockdep_assert_held(&file->lock);
-	/* Pairs with the consumer's release: it is done with those entries. */
+	/*
+	 * Pairs with the consumer's store-release of the head (user space's
+	 * or umn_read_ring()'s): its reads of those entries are done.
+	 */
 	used = file->tail - smp_load_acquire(file->head);
 
 	if (used > entries || entries - used < need) {
@@ -62,7 +65,11 @@ bool umn_ring_post(struct umn_file *file,
 		file->lost = 0;
 	}
 	umn_ring_write(file, event);
-	/* Pairs with the consumer's acquire of the tail: entries first. */
+	/*
+	 * Pairs with the consumer's load-acquire of the tail (user space's
+	 * or umn_read_ring()'s): the entries, and the generation words and
+	 * in_flight before them, show first.
+	 */
 	smp_store_release((u64 *)(file->header + UMN_OFF_TAIL), file->tail);
 	return true;
 }
@@ -229,7 +236,7 @@ static int umn_try_setup(struct umn_file *file,
 	spin_unlock(&file->lock);
 	if (file->features & UMMUNOTIFY_FEATURE_PRESSURE)
 		umn_pressure_add(file);
-	/* Pairs with umn_mmap(): the area is complete. */
+	/* Pairs with smp_load_acquire() in umn_mmap(): the area is complete. */
 	smp_store_release(&file->set_up, true);
 	mutex_unlock(&file->regions_lock);
 	return 0;
@@ -313,7 +320,7 @@ int umn_read_ring(struct umn_file *file, char __user *buf, size_t count,
 	u64 head, tail;
 	int ret = 0;
 
-	/* Pairs with umn_ring_post(): the entries are complete. */
+	/* Pairs with smp_store_release() in umn_ring_post(): entries first. */
 	tail = smp_load_acquire((u64 *)(file->header + UMN_OFF_TAIL));
 	head = umn_ring_head(file, tail);
 	for (; head != tail && count - *done >= size; head++, *done += size) {
@@ -324,7 +331,10 @@ int umn_read_ring(struct umn_file *file, char __user *buf, size_t count,
 			break;
 		}
 	}
-	/* Pairs with umn_ring_post(): the entries were read first. */
+	/*
+	 * Pairs with smp_load_acquire() of the head in umn_ring_post(): the
+	 * entries were copied before their slots are handed back.
+	 */
 	smp_store_release(file->head, head);
 	return ret;
 }
@@ -383,7 +393,7 @@ int umn_mmap(struct file *filp, struct vm_area_struct *vma)
 	    !(current->personality & READ_IMPLIES_EXEC))
 		return -EPERM;
 
-	/* Pairs with umn_setup(): once set up, the area is complete. */
+	/* Pairs with smp_store_release() in umn_try_setup(): area complete. */
 	if (smp_load_acquire(&file->set_up)) {
 		if (file->area.head_page &&
 		    vma->vm_pgoff == file->area.nr_pages) {

@@ -374,6 +374,7 @@ static inline void umn_count_event(struct umn_file *file, bool counted)
 {
 	lockdep_assert_held(&file->lock);
 
+	/* No release: the reports it counts are read() under this lock. */
 	if (counted)
 		WRITE_ONCE(*file->counter, *file->counter + 1);
 	file->events++;

@@ -69,7 +69,10 @@ static bool umn_publish(struct umn_file *file, struct umn_region *region,
 	umn_count_event(file, !region->all || !umn_has_ring(file));
 	if (region->slot != UMMUNOTIFY_NO_SLOT) {
 		event.generation = ++file->last_generation;
-		/* Pairs with the cache's acquire load of the word. */
+		/*
+		 * Pairs with user space's load-acquire of the word: the start
+		 * callback's count in in_flight shows with it.
+		 */
 		smp_store_release(&file->generations[region->slot],
 				  event.generation);
 	}
@@ -268,9 +271,12 @@ static void umn_free_slot(struct umn_file *file, struct umn_region *region)
 {
 	if (region->slot == UMMUNOTIFY_NO_SLOT)
 		return;
-	/* Pairs with the cache's acquire load of the word. */
+	/* Release, as every store of a word; 0 never matches. */
 	smp_store_release(&file->generations[region->slot], 0);
-	/* The 0 before the slot's next generation (test_and_set_bit()). */
+	/*
+	 * Pairs with test_and_set_bit() in umn_alloc_slot(): the 0 lands
+	 * before the slot's next generation.
+	 */
 	smp_mb__before_atomic();
 	clear_bit(region->slot, file->area.slot_map);
 }
@@ -324,7 +330,7 @@ static struct umn_region *umn_reserve(struct umn_file *file, u64 cookie,
 		/* Under the notifier's lock: generations never repeat. */
 		spin_lock(&file->lock);
 		*generation = ++file->last_generation;
-		/* Pairs with the cache's acquire load of the word. */
+		/* Release, as every store of a word (see umn_publish()). */
 		smp_store_release(&file->generations[region->slot],
 				  *generation);
 		spin_unlock(&file->lock);
@@ -439,8 +445,9 @@ static void umn_finish(struct umn_file *file, struct umn_region *region,
 	if (!ret) {
 		umn_account_pages(file, region, 1);
 		/*
-		 * Without regions_lock, which UNREGISTER takes to read it:
-		 * once it reads false, the pages are counted.
+		 * Pairs with smp_load_acquire() in umn_find_watch(), which
+		 * may run meanwhile: once false shows, so do the start
+		 * (file->all_mm) and the page count.
 		 */
 		smp_store_release(&region->pending, false);
 		return;
@@ -666,7 +673,7 @@ static struct umn_region *umn_find_watch(struct umn_file *file, u64 cookie)
 
 	if (!region)
 		return ERR_PTR(-EINVAL);
-	/* Pairs with umn_finish(). */
+	/* Pairs with smp_store_release() in umn_finish(): started, counted. */
 	return smp_load_acquire(&region->pending) ? ERR_PTR(-EBUSY) : region;
 }
 

@@ -56,7 +56,7 @@
  *    reaches the file either.
  *  - What a callback publishes to the shared memory is written with
  *    release stores (watch.c, ring.c) that user space pairs with its
- *    acquire loads.
+ *    acquire loads (the userspace-api document's "Memory ordering").
  *
  * An invalidation in flight when the notifier is registered never calls
  * it: mm_take_all_locks() and mmap_lock, both held to register it,
@@ -406,9 +406,9 @@ static int umn_all_start_range(struct mmu_notifier *notifier,
 	 */
 	list_for_each_entry(file, &all->files, all_file_node) {
 		/*
-		 * Counted before anything is published, which is done with
-		 * release stores: whoever sees the event also sees it in
-		 * flight.
+		 * Counted before anything is published: the release stores
+		 * of the word, the tail or dropped show it to whoever loads
+		 * them with acquire.
 		 */
 		atomic64_inc(file->in_flight);
 		end = min_t(u64, range->end, file->task_size);
@@ -429,7 +429,10 @@ static void umn_all_end_range(struct mmu_notifier *notifier,
 	struct umn_file *file;
 
 	spin_lock(&all->lock);
-	/* Release: the page tables changed before the counts drop. */
+	/*
+	 * Pairs with user space's load-acquire of in_flight: the page tables
+	 * changed before the count drops.
+	 */
 	if (umn_inval_del(all, range))
 		list_for_each_entry(file, &all->files, all_file_node)
 			atomic64_dec_return_release(file->in_flight);
