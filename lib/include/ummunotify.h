@@ -177,8 +177,8 @@ void umn__pull(struct umn *u);
  *   of every report the counter value had shown.  A relaxed load here let
  *   a reader see the new pulled with an old word, and skip the pull: a
  *   range read valid after munmap() returned;
- * - *word: the kernel's release of it (native), or umn__report()'s
- *   (2010 ABI);
+ * - *word: the kernel's smp_store_release() in umn_publish() (native),
+ *   or umn__report()'s (2010 ABI);
  * - w->word, w->generation: unordered against each other; a mix of old
  *   and new never matches (generations are never reused), so it can only
  *   read invalid.

@@ -583,6 +583,11 @@ static void pending_restart(struct umn_cache *c, struct umn_entry *e)
 	e->changed = false;
 	/* With the 2010 ABI's words, a change is numbered when pulled. */
 	(void)umn_valid(c->u, c->all);
+	/*
+	 * Acquire: pairs with the word's release (the kernel's umn_publish(),
+	 * after its in_flight count): umn_wait_invalidations() then waits for
+	 * every change up to since.
+	 */
 	e->since = load_acquire(*READ_ONCE(c->all->word));
 }
 

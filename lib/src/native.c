@@ -207,7 +207,7 @@ static int native_drain(struct umn *u, umn_event_fn *fn, void *arg,
 	const struct ummunotify_ring_event *ring = u->events;
 	uint32_t mask = READ_ONCE(*u->ring_mask);
 	uint64_t head = READ_ONCE(*u->head);	/* only we write it */
-	/* Acquire: pairs with the kernel's release of tail, after the entry. */
+	/* Acquire: pairs with umn_ring_post()'s tail release: entries first. */
 	uint64_t tail = load_acquire(*u->tail);
 	struct ummunotify_ring_event in;
 	struct umn_event out;
@@ -215,7 +215,10 @@ static int native_drain(struct umn *u, umn_event_fn *fn, void *arg,
 
 	while (head != tail && n < max) {
 		in = ring[head & mask];
-		/* Release: the copy is done before the kernel reuses it. */
+		/*
+		 * Release: pairs with umn_ring_post()'s acquire of the head:
+		 * the copy is done before the kernel reuses the entry.
+		 */
 		store_release(*u->head, ++head);
 		if (in.cause == UMN_CAUSE_OVERFLOW) {
 			n += native_report_dropped(u, fn, arg);

@@ -233,7 +233,10 @@ int umn_wait_invalidations(struct umn *u)
 
 	if (!in_flight)
 		return u->has_all ? -EOPNOTSUPP : 0;
-	/* Acquire: pairs with the kernel's release as an invalidation ends. */
+	/*
+	 * Acquire: pairs with atomic64_dec_return_release() in the kernel's
+	 * umn_all_end_range(): the page tables changed before the count.
+	 */
 	while (load_acquire(*in_flight))
 		sched_yield();
 	return 0;
