@@ -223,15 +223,18 @@ static int umn_try_setup(struct umn_file *file,
 		goto out_free;
 
 	file->area = area;
-	file->nr_slots = params.slots;
 	if (gen_bytes)
 		file->generations = area.vaddr;
+	/* The notifier and fdinfo read these under it. */
 	spin_lock(&file->lock);
+	file->nr_slots = params.slots;
 	if (ring_bytes) {
 		file->head = page_address(area.head_page);
 		file->ring = area.vaddr + gen_bytes;
 		file->ring_mask = params.ring_entries - 1;
-		*(u32 *)(file->header + UMN_OFF_RING_MASK) = file->ring_mask;
+		/* The 2010 counter's page: user space may have it mapped. */
+		WRITE_ONCE(*(u32 *)(file->header + UMN_OFF_RING_MASK),
+			   file->ring_mask);
 	}
 	spin_unlock(&file->lock);
 	if (file->features & UMMUNOTIFY_FEATURE_PRESSURE)
