@@ -397,7 +397,7 @@ static int umn_container_of(pid_t nr, struct user_namespace **container)
 static void umn_ns_unlimit(struct umn_user *user)
 {
 	list_del_init(&user->limited);
-	umn_nr_limited--;
+	WRITE_ONCE(umn_nr_limited, umn_nr_limited - 1);
 	WRITE_ONCE(user->max_watches, 0);
 	WRITE_ONCE(user->max_pages, 0);
 	umn_user_put(user);
@@ -407,7 +407,9 @@ static void umn_ns_unlimit(struct umn_user *user)
  * Limits hold their namespace, so that they outlive its files: a
  * container that closes its last file and opens again is still bound.
  * Once nothing else holds it no process can enter it again, and they go,
- * at the next UMMUNOTIFY_NS_LIMITS or unload.  umn_users_lock held.
+ * at the next UMMUNOTIFY_NS_LIMITS or unload.  (From 7.x an opener of
+ * namespaces by file handle may revive it meanwhile, without them.)
+ * umn_users_lock held.
  */
 static void umn_ns_limits_reap(void)
 {
@@ -442,12 +444,18 @@ int umn_ns_limits(struct ummunotify_ns_limits __user *argp)
 	set = req.flags & UMMUNOTIFY_NS_LIMITS_SET;
 	limit = req.max_watches || req.max_pages;
 	if ((req.flags & ~UMMUNOTIFY_NS_LIMITS_SET) || req.reserved[0] ||
-	    req.reserved[1])
+	    req.reserved[1] ||
+	    (unsigned long)req.max_watches != req.max_watches ||
+	    (unsigned long)req.max_pages != req.max_pages)
 		return -EINVAL;
-	/* A container's root may read its budget but not raise it. */
+	/* A container's root may read its budget but not set it. */
 	if (set && !capable(CAP_SYS_RESOURCE))
 		return -EPERM;
 	ret = umn_container_of(req.pid, &ns);
+	/* Whether a process is in a container is not everyone's to learn. */
+	if (ret == -EINVAL && req.pid > 0 &&
+	    !ns_capable_noaudit(&init_user_ns, CAP_SYS_RESOURCE))
+		ret = -EPERM;
 	if (ret)
 		return ret;
 	ret = -EPERM;
@@ -479,7 +487,7 @@ int umn_ns_limits(struct ummunotify_ns_limits __user *argp)
 			/* The limits' own reference. */
 			user->refs++;
 			list_add(&user->limited, &umn_limited);
-			umn_nr_limited++;
+			WRITE_ONCE(umn_nr_limited, umn_nr_limited + 1);
 		} else if (!limit && !list_empty(&user->limited)) {
 			umn_ns_unlimit(user);
 		}

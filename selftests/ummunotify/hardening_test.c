@@ -1019,30 +1019,81 @@ static int ns_limits(int fd, pid_t pid, __u32 flags, __u64 max_watches,
 	return 0;
 }
 
-/* In the namespace, once told: files opened until refused, and why. */
+/*
+ * In the namespace, told by a byte on GO: 'o' closes the files it holds,
+ * opens until refused and reports how many and why; 'c' closes them and
+ * reports 0; 'n' makes a child in a namespace of its own and reports its
+ * pid.
+ */
 static void open_when_told(struct tenant *t)
 {
+	int fds[64], n[2], nfds = 0, ready[2];
 	char byte;
-	int n[2];
+	pid_t pid;
 
-	if (read(t->go[0], &byte, 1) != 1)
-		_exit(3);
-	n[0] = open_until_refused(&n[1]);
-	if (write(t->report[1], n, sizeof(n)) != sizeof(n))
-		_exit(2);
+	while (read(t->go[0], &byte, 1) == 1) {
+		while (nfds)
+			close(fds[--nfds]);
+		n[0] = n[1] = 0;
+		if (byte == 'o') {
+			while (nfds < 64 &&
+			       (fds[nfds] = open(DEVICE, O_RDONLY)) >= 0)
+				nfds++;
+			n[0] = nfds;
+			n[1] = errno;
+		} else if (byte == 'n') {
+			if (pipe(ready))
+				_exit(4);
+			pid = fork();
+			if (!pid) {
+				if (prctl(PR_SET_PDEATHSIG, SIGKILL) ||
+				    unshare(CLONE_NEWUSER) ||
+				    write(ready[1], "n", 1) != 1)
+					_exit(1);
+				pause();
+				_exit(0);
+			}
+			if (pid < 0 || read(ready[0], &byte, 1) != 1)
+				_exit(5);
+			n[0] = pid;
+		}
+		if (write(t->report[1], n, sizeof(n)) != sizeof(n))
+			_exit(2);
+	}
 }
 
-/* Its root: SET's error, GET's, and the max_pages GET read. */
+/* Tell tenant T to do WHAT (see open_when_told()); what it reports. */
+static int tell(struct tenant *t, char what, int *errnum)
+{
+	int n[2] = { -1, 0 };
+
+	if (write(t->go[1], &what, 1) != 1 ||
+	    read(t->report[0], n, sizeof(n)) != sizeof(n))
+		return -1;
+	if (errnum)
+		*errnum = n[1];
+	return n[0];
+}
+
+/* Another container's tenant, which root_tries_to_raise_its_limit() reads. */
+static pid_t other_container;
+
+/*
+ * Its root: SET's error, GET's, the max_pages GET read, and GET's errors
+ * for another container and for a process in none (pid 1).
+ */
 static void root_tries_to_raise_its_limit(struct tenant *t)
 {
 	struct ummunotify_ns_limits got = { 0 };
 	int fd = open(DEVICE, O_RDONLY);
-	long long n[3];
+	long long n[5];
 
 	n[0] = ns_limits(fd, getpid(), UMMUNOTIFY_NS_LIMITS_SET, 0, 1 << 20,
 			 NULL);
 	n[1] = ns_limits(fd, getpid(), 0, 0, 0, &got);
 	n[2] = got.max_pages;
+	n[3] = ns_limits(fd, other_container, 0, 0, 0, NULL);
+	n[4] = ns_limits(fd, 1, 0, 0, 0, NULL);
 	if (write(t->report[1], n, sizeof(n)) != sizeof(n))
 		_exit(2);
 }
@@ -1051,7 +1102,8 @@ TEST_F(user_limits, an_admin_bounds_one_container_and_no_other)
 {
 	struct ummunotify_ns_limits got;
 	struct tenant a, b;
-	int na[2], nb[2], fd;
+	int err, fd;
+	pid_t nested;
 
 	ASSERT_EQ(0, set_param("max_user_pages", 3 * NS_FILES));
 	ASSERT_EQ(0, set_param("max_ns_pages", 3 * NS_FILES));
@@ -1061,7 +1113,7 @@ TEST_F(user_limits, an_admin_bounds_one_container_and_no_other)
 	ASSERT_EQ(0, in_namespace(&a, 200000, open_when_told));
 	ASSERT_EQ(0, in_namespace(&b, 300000, open_when_told));
 
-	/* Two files' worth for a. */
+	/* Two files' worth for a, which holds none yet. */
 	ASSERT_EQ(0, ns_limits(fd, a.pid, UMMUNOTIFY_NS_LIMITS_SET, 0, 3 * 2,
 			       &got));
 	EXPECT_EQ(1000ULL, got.max_watches);
@@ -1069,26 +1121,48 @@ TEST_F(user_limits, an_admin_bounds_one_container_and_no_other)
 	EXPECT_EQ(0ULL, got.watches);
 	EXPECT_EQ(0ULL, got.pages);
 	EXPECT_EQ(1, sysfs("ns_limits"));
-	ASSERT_EQ(1, write(a.go[1], "o", 1));
-	ASSERT_EQ(1, write(b.go[1], "o", 1));
-	ASSERT_EQ((ssize_t)sizeof(na), read(a.report[0], na, sizeof(na)));
-	ASSERT_EQ((ssize_t)sizeof(nb), read(b.report[0], nb, sizeof(nb)));
-	EXPECT_EQ(2, na[0]);
-	EXPECT_EQ(ENOSPC, na[1]);
-	EXPECT_EQ(NS_FILES, nb[0]);
-	EXPECT_EQ(ENOSPC, nb[1]);
-
+	/* A call between, which looks for limits to drop: not a's. */
+	ASSERT_EQ(0, ns_limits(fd, b.pid, 0, 0, 0, &got));
+	EXPECT_EQ(3ULL * NS_FILES, got.max_pages);
+	EXPECT_EQ(2, tell(&a, 'o', &err));
+	EXPECT_EQ(ENOSPC, err);
+	EXPECT_EQ(NS_FILES, tell(&b, 'o', &err));
+	EXPECT_EQ(ENOSPC, err);
 	ASSERT_EQ(0, ns_limits(fd, a.pid, 0, 0, 0, &got));
 	EXPECT_EQ(3ULL * 2, got.max_pages);
 	EXPECT_EQ(3ULL * 2, got.pages);
 	ASSERT_EQ(0, ns_limits(fd, b.pid, 0, 0, 0, &got));
 	EXPECT_EQ(3ULL * NS_FILES, got.max_pages);
 	EXPECT_EQ(3ULL * NS_FILES, got.pages);
-	/* Zero: the module's own, as for the parameters. */
+
+	/* a's limits outlive its files. */
+	EXPECT_EQ(0, tell(&a, 'c', NULL));
+	ASSERT_EQ(0, ns_limits(fd, b.pid, 0, 0, 0, NULL));
+	EXPECT_EQ(2, tell(&a, 'o', &err));
+
+	/* A namespace made in a is a's, limits and use. */
+	nested = tell(&a, 'n', NULL);
+	ASSERT_LT(0, nested);
+	ASSERT_EQ(0, ns_limits(fd, nested, 0, 0, 0, &got));
+	EXPECT_EQ(3ULL * 2, got.max_pages);
+	EXPECT_EQ(0ULL, got.pages);
+
+	/* Below what b holds: its next open is refused, nothing is taken. */
+	ASSERT_EQ(0, ns_limits(fd, b.pid, UMMUNOTIFY_NS_LIMITS_SET, 0, 3,
+			       &got));
+	EXPECT_EQ(3ULL, got.max_pages);
+	EXPECT_EQ(3ULL * NS_FILES, got.pages);
+	EXPECT_EQ(1, tell(&b, 'o', &err));
+	EXPECT_EQ(ENOSPC, err);
+
+	/* Zero: the parameters', as when the module loaded. */
 	ASSERT_EQ(0, ns_limits(fd, a.pid, UMMUNOTIFY_NS_LIMITS_SET, 0, 0,
 			       &got));
 	EXPECT_EQ(3ULL * NS_FILES, got.max_pages);
-	EXPECT_EQ(3ULL * 2, got.pages);
+	EXPECT_EQ(0ULL, got.pages);
+	EXPECT_EQ(1, sysfs("ns_limits"));
+	ASSERT_EQ(0, ns_limits(fd, b.pid, UMMUNOTIFY_NS_LIMITS_SET, 0, 0,
+			       NULL));
 	EXPECT_EQ(0, sysfs("ns_limits"));
 	end_tenant(_metadata, &b);
 	end_tenant(_metadata, &a);
@@ -1099,19 +1173,24 @@ TEST_F(user_limits, only_an_admin_sets_a_containers_limits)
 {
 	struct ummunotify_ns_limits got, *ro, l = { .flags = 2 };
 	int ready[2], hold[2], fd, status;
-	long long n[3];
-	struct tenant a;
+	struct tenant a, b;
+	long long n[5];
 	pid_t pid, gone;
 	char byte;
 
 	fd = open(DEVICE, O_RDONLY);
 	ASSERT_LE(0, fd);
+	ASSERT_EQ(0, in_namespace(&b, 300000, one_open));
+	other_container = b.pid;
 	ASSERT_EQ(0, in_namespace(&a, 200000, root_tries_to_raise_its_limit));
 	ASSERT_EQ((ssize_t)sizeof(n), read(a.report[0], n, sizeof(n)));
 	EXPECT_EQ(-EPERM, n[0]);
 	EXPECT_EQ(0, n[1]);
 	EXPECT_LT(0, n[2]);
 	EXPECT_NE(1 << 20, n[2]);
+	/* Neither another container's budget, nor who is in one. */
+	EXPECT_EQ(-EPERM, n[3]);
+	EXPECT_EQ(-EPERM, n[4]);
 
 	/* Another user of the initial namespace may neither set nor read. */
 	pid = fork();
@@ -1124,7 +1203,9 @@ TEST_F(user_limits, only_an_admin_sets_a_containers_limits)
 		if (ns_limits(ufd, a.pid, UMMUNOTIFY_NS_LIMITS_SET, 1, 1,
 			      NULL) != -EPERM)
 			_exit(11);
-		_exit(ns_limits(ufd, a.pid, 0, 0, 0, NULL) == -EPERM ? 0 : 12);
+		if (ns_limits(ufd, getppid(), 0, 0, 0, NULL) != -EPERM)
+			_exit(12);
+		_exit(ns_limits(ufd, a.pid, 0, 0, 0, NULL) == -EPERM ? 0 : 13);
 	}
 	EXPECT_EQ(0, wait_child(pid));
 
@@ -1181,7 +1262,9 @@ TEST_F(user_limits, only_an_admin_sets_a_containers_limits)
 	EXPECT_EQ(0, sysfs("ns_limits"));
 	ASSERT_EQ(0, ns_limits(fd, a.pid, 0, 0, 0, &got));
 	EXPECT_EQ((__u64)n[2], got.max_pages);
+	/* a holds b's pipes: a goes first. */
 	end_tenant(_metadata, &a);
+	end_tenant(_metadata, &b);
 	close(fd);
 }
 
@@ -1192,6 +1275,7 @@ TEST_F(user_limits, only_an_admin_sets_a_containers_limits)
  */
 TEST_F(user_limits, a_containers_limits_go_with_it)
 {
+	struct ummunotify_ns_limits got;
 	struct tenant a, b;
 	int fd, tries;
 
@@ -1206,11 +1290,15 @@ TEST_F(user_limits, a_containers_limits_go_with_it)
 			       NULL));
 	EXPECT_EQ(2, sysfs("ns_limits"));
 	end_tenant(_metadata, &a);
-	for (tries = 0; tries < 100 && sysfs("ns_limits") != 1; tries++) {
+	/* RCU_LAZY, or rcu_nocbs=, may hold the creds' frees for 10 s. */
+	for (tries = 0; tries < 750 && sysfs("ns_limits") != 1; tries++) {
 		usleep(20000);
 		ASSERT_EQ(0, ns_limits(fd, b.pid, 0, 0, 0, NULL));
 	}
 	EXPECT_EQ(1, sysfs("ns_limits"));
+	/* b's, not a's, are left. */
+	ASSERT_EQ(0, ns_limits(fd, b.pid, 0, 0, 0, &got));
+	EXPECT_EQ(7ULL, got.max_watches);
 	ASSERT_EQ(0, ns_limits(fd, b.pid, UMMUNOTIFY_NS_LIMITS_SET, 0, 0,
 			       NULL));
 	EXPECT_EQ(0, sysfs("ns_limits"));

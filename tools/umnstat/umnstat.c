@@ -891,7 +891,7 @@ static int container(pid_t pid, bool set, unsigned long long watches,
 			break;
 		case EPERM:
 			why = set ? "setting needs CAP_SYS_RESOURCE" :
-				    "reading needs CAP_SYS_RESOURCE in its container";
+				    "reading needs CAP_SYS_RESOURCE, in the container or above it";
 			break;
 		case ENOTTY:
 			why = "the module loaded has no UMMUNOTIFY_NS_LIMITS (older than this umnstat)";
@@ -920,6 +920,16 @@ static int container(pid_t pid, bool set, unsigned long long watches,
 	return 0;
 }
 
+/* A limit: decimal digits only (strtoull() takes a sign). */
+static bool parse_limit(const char *s, unsigned long long *value, char **end)
+{
+	if (!isdigit((unsigned char)*s))
+		return false;
+	errno = 0;
+	*value = strtoull(s, end, 10);
+	return !errno;
+}
+
 static void usage(FILE *out)
 {
 	fprintf(out,
@@ -934,7 +944,8 @@ static void usage(FILE *out)
 		"  -p, --pid=PID          only process PID (repeatable)\n"
 		"  -c, --check=PID        whether PID's caches use the device\n"
 		"  -n, --container=PID    what PID's container holds, and its limits\n"
-		"  -s, --set=WATCHES,PAGES  with -n: set them (0: the module's default)\n"
+		"  -s, --set=WATCHES,PAGES  with -n: set them (0: max_ns_watches,\n"
+		"                         max_ns_pages)\n"
 		"  -h, --help             this help\n\n"
 		"Exit status: 0, 1 if the module is not loaded, 2 on bad usage (or\n"
 		"an unreadable PID, or a container refused), 3 if a cache of the\n"
@@ -958,7 +969,6 @@ int main(int argc, char **argv)
 	pid_t *pids = NULL, checked = 0, contained = 0;
 	unsigned long long max_watches = 0, max_pages = 0;
 	bool set = false;
-	char extra;
 	size_t npids = 0;
 	struct snapshot s;
 	char *end;
@@ -984,9 +994,9 @@ int main(int argc, char **argv)
 			break;
 		case 's':
 			set = true;
-			if (sscanf(optarg, "%llu,%llu%c", &max_watches,
-				   &max_pages, &extra) != 2 ||
-			    !isdigit((unsigned char)optarg[0])) {
+			if (!parse_limit(optarg, &max_watches, &end) ||
+			    *end != ',' ||
+			    !parse_limit(end + 1, &max_pages, &end) || *end) {
 				fprintf(stderr, "umnstat: bad limits: %s (WATCHES,PAGES)\n",
 					optarg);
 				return 2;

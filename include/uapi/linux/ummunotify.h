@@ -163,7 +163,7 @@ struct ummunotify_watchv {
 struct ummunotify_ns_limits {
 	__s32	pid;		/* in: a process of the container */
 	__u32	flags;		/* in: UMMUNOTIFY_NS_LIMITS_* */
-	/* in with SET (0: the module's default); out: the limit in force */
+	/* in with SET (0: max_ns_watches, max_ns_pages); out: in force */
 	__u64	max_watches;
 	__u64	max_pages;
 	__u64	watches;	/* out: what its users hold now */
