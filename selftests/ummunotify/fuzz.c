@@ -2334,9 +2334,9 @@ static void op_ioctl(struct thread *t)
 
 	if (!f)
 		return;
-	switch (below(&t->r, 7)) {
+	switch (below(&t->r, 8)) {
 	case 0:
-		/* Anything but the seven commands: ENOTTY. */
+		/* Anything but the eight commands: ENOTTY. */
 		cmd = PICK(&t->r, (__u32)next(&t->r),
 			   _IOC(below(&t->r, 4), 'U', below(&t->r, 16),
 				below(&t->r, 256)),
@@ -2346,7 +2346,8 @@ static void op_ioctl(struct thread *t)
 		    cmd == UMMUNOTIFY_REGISTER_REGION ||
 		    cmd == UMMUNOTIFY_UNREGISTER_REGION ||
 		    cmd == UMMUNOTIFY_WATCH || cmd == UMMUNOTIFY_RESIZE ||
-		    cmd == UMMUNOTIFY_SETUP || cmd == UMMUNOTIFY_WATCHV)
+		    cmd == UMMUNOTIFY_SETUP || cmd == UMMUNOTIFY_WATCHV ||
+		    cmd == UMMUNOTIFY_NS_LIMITS)
 			break;
 		ret = sysret(ioctl(f->fd, cmd, t->scratch));
 		note(t, "ioctl %#lx file %d = %ld", cmd, fi, ret);
@@ -2402,6 +2403,33 @@ static void op_ioctl(struct thread *t)
 			fail(t, "no regions in fdinfo");
 		else if (still_open(f))
 			check_regions(t, f, fi);
+		break;
+	}
+	case 6: {
+		/*
+		 * No process of the fuzzer is in a container: NS_LIMITS, SET
+		 * or not, of anything changes nothing and fails.
+		 */
+		struct ummunotify_ns_limits l = {
+			.pid = (__s32)PICK(&t->r, 0, getpid(), getppid(), 1,
+					   (__u32)next(&t->r), -1),
+			.flags = (__u32)PICK(&t->r, 0, UMMUNOTIFY_NS_LIMITS_SET,
+					     next(&t->r)),
+			.max_watches = PICK(&t->r, 0, 1, next(&t->r)),
+			.max_pages = PICK(&t->r, 0, 1, next(&t->r)),
+			.reserved = { PICK(&t->r, 0, 0, next(&t->r)) },
+		};
+		void *arg = chance(&t->r, 60) ? (void *)&l :
+			    chance(&t->r, 50) ? read_only(t, &l, sizeof(l)) :
+			    chance(&t->r, 50) ? straddling(t, &l, sizeof(l)) :
+			    bad_pointer(t);
+
+		ret = uioctl(f->fd, UMMUNOTIFY_NS_LIMITS, arg);
+		note(t, "NS_LIMITS pid %d flags %#x file %d = %ld", l.pid,
+		     l.flags, fi, ret);
+		if (still_open(f))
+			expect(t, "NS_LIMITS outside any container", ret,
+			       E(EINVAL) | E(ESRCH) | E(EFAULT), false);
 		break;
 	}
 	default:
