@@ -39,7 +39,6 @@ static unsigned int calls[8];		/* ioctl()s, by ummunotify number */
 static struct umn_attr mode;		/* flags: native or legacy */
 static bool native;
 static bool whole;			/* open_umn(): UMN_OPEN_WATCH_ALL */
-static unsigned int ring_entries;	/* open_umn(): 0 for the default */
 
 /*
  * The library's ioctl() (it is linked in statically), counted: which
@@ -84,7 +83,6 @@ static struct umn *open_umn(void)
 
 	if (whole)
 		attr.flags |= UMN_OPEN_WATCH_ALL;
-	attr.ring_entries = ring_entries;
 	CHECK_EQ(umn_open(&u, &attr), 0);
 	CHECK_EQ(umn_features(u) != 0, native);
 	CHECK_EQ(umn_watch_all(u) != NULL, whole);
@@ -727,20 +725,12 @@ static void test_cache_under_concurrent_replacement(void)
 	pthread_join(thread, NULL);
 	for (i = 0; i < 2; i++)
 		pthread_join(lookers[i].thread, NULL);
-	/* Memory has stopped changing: every lookup ends, and promptly. */
-	alarm(20);
-	for (i = 0; i < RACE_PAGES; i++)
-		CHECK(snapshot_of(c, race_page(i)) >=
-		      *(uint64_t *)race_page(i));
-	alarm(0);
 	umn_cache_stats(c, &s);
 	printf("# %u+%u lookups: %" PRIu64 " hits, %" PRIu64 " misses, %"
-	       PRIu64 " invalidations, %" PRIu64 " retries, %" PRIu64
-	       " overflows\n",
+	       PRIu64 " invalidations, %" PRIu64 " retries\n",
 	       lookers[0].lookups, lookers[1].lookups, s.hits, s.misses,
-	       s.invalidations, s.retries, s.overflows);
+	       s.invalidations, s.retries);
 	CHECK(s.hits > 0 && s.invalidations > 0);
-	CHECK(!ring_entries || s.overflows > 0);
 	CHECK_EQ(umn_cache_destroy(c), 0);
 	CHECK_EQ(umn_close(u), 0);
 }
@@ -755,23 +745,6 @@ static void test_whole_space_cache_under_concurrent_replacement(void)
 {
 	if (whole_space())
 		test_cache_under_concurrent_replacement();
-}
-
-/*
- * A ring of two entries overflows all the time under the replacer.  The
- * kernel stores each drop's count (dropped) with release after the
- * generation word of the event it drops; a reader that saw the count
- * before the word (a weakly ordered CPU, were the store plain) would
- * leave the whole-space watch a generation behind, and a lookup after
- * the replacer stopped would wait for an event that never comes.  TCG on
- * an x86 host keeps stores in order: only arm64 hardware can fail this.
- */
-static void test_whole_space_cache_overflowing_under_replacement(void)
-{
-	if (!whole_space())
-		return;
-	ring_entries = 2;
-	test_cache_under_concurrent_replacement();
 }
 
 /* More changes than the ring holds: the cache flushes, serves nothing old. */
@@ -1030,7 +1003,6 @@ static const struct {
 	T(test_whole_space_watch_reports_exact_ranges),
 	T(test_whole_space_cache_never_serves_a_replaced_mapping),
 	T(test_whole_space_cache_under_concurrent_replacement),
-	T(test_whole_space_cache_overflowing_under_replacement),
 	T(test_whole_space_cache_overflow_flushes),
 	T(test_whole_space_cache_in_a_forked_child),
 	T(test_whole_space_miss_waits_for_an_invalidation_in_flight),
