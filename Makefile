@@ -3,6 +3,9 @@
 # make            module for every installed kernel with headers (or KDIR=),
 #                 selftests and tools
 # make check      every test, in QEMU guests; ends with "N passed, N failed"
+# make check-arm64  the module, libraries and tests built for arm64 and run
+#                 in an arm64 guest (TCG) of Debian 12's 6.1 arm64 kernel,
+#                 what runs there yet; not part of make check (its time)
 # make debug-check  the host checks and the 7.x debug kernel's (SERIES=)
 # make demo       a registration cache catching an munmap, in a guest
 # make fuzz       the fuzzer (selftests/ummunotify/fuzz.c) in a guest of the
@@ -65,7 +68,7 @@ MODULE_DEPS := $(MODULE_FILES) include/uapi/linux/ummunotify.h
 CFLAGS	?= -O2 -g
 CFLAGS	+= -Wall -Wextra -I$(TOP)/include/uapi
 
-.PHONY: all modules lib selftests tools umnstat check debug-check demo fuzz \
+.PHONY: all modules lib selftests tools umnstat check check-arm64 debug-check demo fuzz \
 	bench clean install install-modules install-headers install-lib \
 	install-tools install-boot install-dkms dist deb rpm version
 all: modules lib selftests tools
@@ -128,6 +131,11 @@ check:
 	UMMUNOTIFY_PROGRAMS_BUILT=$$? \
 	UMMUNOTIFY_SERIES="$(if $(filter file,$(origin KERNELS)),$(CHECK_SERIES))" \
 		tools/testing/run-checks $(KERNELS)
+
+# Everything for arm64 is built in the arm64 system (tools/testing/
+# arm64-root), in build/arm64/, by run-checks, which sets it up first.
+check-arm64:
+	tools/testing/run-checks --arm64
 
 # The host checks and the debug kernel of SERIES (default 7, the newest
 # 7.x, built in the trixie chroot): not in "make check", whose CI time a

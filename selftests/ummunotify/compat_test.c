@@ -25,8 +25,13 @@
 #include "sysfile.h"
 
 #define TRACING		"/sys/kernel/tracing/"
+#if defined(__arm__)
+/* TASK_SIZE_32 of an AArch32 process on arm64 (4K pages): 4 GiB less a page. */
+#define TASK_SIZE_32	0xfffff000ULL
+#else
 /* TASK_SIZE of a 32-bit process on x86-64: IA32_PAGE_OFFSET. */
 #define TASK_SIZE_32	0xffffe000ULL
+#endif
 
 FIXTURE(compat)
 {

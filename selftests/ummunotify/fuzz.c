@@ -3252,6 +3252,21 @@ int main(int argc, char **argv)
 	    only_thread >= threads || !ops)
 		usage();
 
+#if defined(__aarch64__)
+	/*
+	 * TASK_SIZE on arm64: 1 << VA_BITS, no guard page; 48 bits (Debian's
+	 * kernels) unless this process can map at 1 << 48 (52-bit VAs).
+	 */
+	{
+		void *p = mmap((void *)(1ULL << 48), ps, PROT_NONE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+			       -1, 0);
+
+		task_size = p == MAP_FAILED ? 1ULL << 48 : 1ULL << 52;
+		if (p != MAP_FAILED)
+			munmap(p, ps);
+	}
+#else
 	/* TASK_SIZE: the 57-bit one only if this process can map above 47. */
 	{
 		void *p = mmap((void *)(1ULL << 47), ps, PROT_NONE,
@@ -3263,6 +3278,7 @@ int main(int argc, char **argv)
 		if (p != MAP_FAILED)
 			munmap(p, ps);
 	}
+#endif
 	max_regions = read_number(MAX_REGIONS);
 	max_overlap = read_number(MAX_OVERLAP);
 	faults = setup_faults();

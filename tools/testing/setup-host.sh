@@ -7,7 +7,11 @@
 # installed on the host: an installed image would become the host's
 # default boot entry.  The chroots' suites use the URI of the machine's own
 # Debian source, so no mirror is named here; the host's apt sources stay
-# as they are.
+# as they are.  For the arm64 guests (make check-arm64): QEMU's aarch64
+# system emulator and qemu-user with its binfmt_misc entry, which
+# arm64-root's mmdebstrap and builds there use; the host stays single-arch.
+#
+# Usage: tools/testing/setup-host.sh [--arm64]   (--arm64: those alone)
 set -eu
 
 testing=$(cd "$(dirname "$0")" && pwd -P)
@@ -26,12 +30,41 @@ if [ "$(id -u)" != 0 ]; then
 fi
 via_sudo=
 [ "${1:-}" != --via-sudo ] || { via_sudo=1; shift; }
+arm64_only=
+[ "${1:-}" != --arm64 ] || arm64_only=1
 
-uri=$(debian_uri)
+uri=$(debian_uri /)
 [ -n "$uri" ] || { echo "setup-host: no bookworm apt source found" >&2; exit 1; }
 key=/usr/share/keyrings/debian-archive-keyring.gpg
 
 export DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes
+
+# The arm64 guests' emulators, and qemu-user's aarch64 entry in
+# binfmt_misc, whose file system a container may lack mounted (the
+# entry's F flag lets chroots use it).
+arm64_host() {
+	arm64_packages="qemu-system-arm qemu-user-static binfmt-support arch-test mmdebstrap"
+	# shellcheck disable=SC2086 # one word per package
+	installed=$(dpkg-query -W -f '${Status}\n' $arm64_packages 2>/dev/null |
+		grep -cx 'install ok installed')
+	if [ "$installed" != 5 ]; then
+		apt-get update -qq
+		# shellcheck disable=SC2086
+		apt-get install -y -qq --no-install-recommends $arm64_packages >/dev/null
+	fi
+	[ -e /proc/sys/fs/binfmt_misc/status ] ||
+		mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
+	[ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] ||
+		update-binfmts --enable qemu-aarch64
+	[ -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ] ||
+		{ echo "setup-host: no qemu-aarch64 binfmt entry" >&2; exit 1; }
+}
+if [ -n "$arm64_only" ]; then
+	arm64_host
+	echo "setup-host: ready for arm64 guests"
+	exit 0
+fi
+
 apt-get update -qq
 
 # 6.1's headers pull no image (6.12's would: they are in the chroot).
@@ -52,6 +85,7 @@ apt-get install -y -qq --no-install-recommends \
 # trixie-root makes the Debian 13 system of the libfabric 2.1 tests,
 # debian-root the Debian 12 system the packages are installed into.
 apt-get install -y -qq --no-install-recommends mmdebstrap >/dev/null
+arm64_host
 
 # The 6.1 debug kernel that make check tests (see run-checks) builds from
 # here on, ten to sixteen minutes of both cores, while the chroots below

@@ -3,23 +3,23 @@
 # Sourced by setup-host.sh and debian-root: the machine's own Debian archive,
 # so that no mirror is named in the repository.
 
-# Print the URI of the machine's bookworm apt source (under ROOT, default
-# /), from deb822 stanzas (*.sources: fields in any order, "Enabled: no"
+# Print the URI of the machine's apt source of SUITE (default bookworm)
+# (under ROOT, default /), from deb822 stanzas (*.sources: fields in any order, "Enabled: no"
 # ones skipped) or one-line entries (sources.list, *.list).  A
 # mirror+file: source (Debian's cloud images) names a file of mirrors:
 # its first one is printed, for debootstrap and the chroots, which cannot
 # read the host's file.  Each file is read by cat, and followed by an empty
 # line so that stanzas of two files never join: mawk stops at the first
 # file missing (an empty sources.list.d, as the installer leaves it).
-# Usage: debian_uri [ROOT]
+# Usage: debian_uri [ROOT [SUITE]]
 debian_uri() {
-	du_root=${1:-}
+	du_root=${1:-} du_suite=${2:-bookworm}
 	du_uri=$(
 		for du_f in "$du_root"/etc/apt/sources.list.d/*.sources; do
 			[ ! -f "$du_f" ] || { cat "$du_f"; echo; }
-		done | awk 'BEGIN { RS = "" }
+		done | awk -v suite="$du_suite" 'BEGIN { RS = "" }
 		{
-			uri = ""; deb = 0; suite = 0; enabled = 1
+			uri = ""; deb = 0; found = 0; enabled = 1
 			n = split($0, line, "\n")
 			for (i = 1; i <= n; i++) {
 				if (line[i] ~ /^#/ || !match(line[i], /^[^ \t:]+:/))
@@ -31,20 +31,21 @@ debian_uri() {
 				if (field == "uris" && split(value, uris, " "))
 					uri = uris[1]
 				value = tolower(value)
+				gsub(/\t/, " ", value)
 				if (field == "types" && value ~ /[ \t]deb[ \t]/)
 					deb = 1
-				if (field == "suites" && value ~ /[ \t]bookworm[ \t]/)
-					suite = 1
+				if (field == "suites" && index(value, " " suite " "))
+					found = 1
 				if (field == "enabled" && value ~ /[ \t]no[ \t]/)
 					enabled = 0
 			}
-			if (uri != "" && deb && suite && enabled) { print uri; exit }
+			if (uri != "" && deb && found && enabled) { print uri; exit }
 		}'
 		cat "$du_root"/etc/apt/sources.list "$du_root"/etc/apt/sources.list.d/*.list \
-			2>/dev/null | awk '
+			2>/dev/null | awk -v suite="$du_suite" '
 		/^deb[ \t]/ {
 			sub(/\[[^]]*\]/, "")
-			if ($3 == "bookworm") { print $2; exit }
+			if ($3 == suite) { print $2; exit }
 		}')
 	du_uri=${du_uri%%"
 "*}
