@@ -28,7 +28,7 @@
 
 # The release.  dkms.conf takes it from here; debian/changelog and
 # ummunotify.spec must say the same (tools/testing/packages checks).
-VERSION	:= 1.3.0
+VERSION	:= 1.4.0
 
 TOP	:= $(abspath $(dir $(lastword $(MAKEFILE_LIST))))
 B	:= $(TOP)/build
