@@ -485,7 +485,8 @@ TEST_F(bare, a_request_is_answered_as_made_when_its_page_goes_away)
  * SIGKILL ended the tries; SETUP went on until the zapping stopped, after
  * ZAP_SECONDS, and returned 0 then.  A SETUP that the zapping thread never
  * caught (done before the signal, in one try: seen on 5.10 with both vCPUs
- * in one host thread) proves nothing and is made again on a new file.
+ * in one host thread) proves nothing and is made again on a new file; 20
+ * such make the test a skip.
  */
 #define ZAP_SECONDS	3.0
 #define ALARM_SECONDS	0.1
@@ -536,6 +537,13 @@ TEST_F(bare, a_setup_whose_argument_keeps_going_away_ends_on_a_signal)
 	atomic_store(&z.stop, true);
 	pthread_join(t, NULL);
 	TH_LOG("SETUP returned %d after %.3f s, try %d", ret, took, tries);
+	if (!ret && took < ALARM_SECONDS) {
+		/* Seen on arm64 under TCG: the race never met. */
+		signal(SIGALRM, SIG_DFL);
+		close(fd);
+		SKIP(return, "the zapping thread caught none of %d SETUPs",
+		     tries);
+	}
 	EXPECT_EQ(-EINTR, ret);
 	EXPECT_GT(ZAP_SECONDS / 2, took);
 	/* It changed nothing: made again, it works. */
