@@ -7,7 +7,8 @@
 # installed on the host: an installed image would become the host's
 # default boot entry.  The chroots' suites use the URI of the machine's own
 # Debian source, so no mirror is named here; the host's apt sources stay
-# as they are.  For the arm64 guests (make check-arm64): QEMU's aarch64
+# as they are.  --arm64, for the arm64 guests (make check-arm64 and
+# packages --arm64 run it; make check needs none of it): QEMU's aarch64
 # system emulator and qemu-user with its binfmt_misc entry, which
 # arm64-root's mmdebstrap and builds there use; the host stays single-arch.
 #
@@ -85,7 +86,6 @@ apt-get install -y -qq --no-install-recommends \
 # trixie-root makes the Debian 13 system of the libfabric 2.1 tests,
 # debian-root the Debian 12 system the packages are installed into.
 apt-get install -y -qq --no-install-recommends mmdebstrap >/dev/null
-arm64_host
 
 # The 6.1 debug kernel that make check tests (see run-checks) builds from
 # here on, ten to sixteen minutes of both cores, while the chroots below
