@@ -877,12 +877,12 @@ static int container(pid_t pid, bool set, unsigned long long watches,
 		.max_watches = watches,
 		.max_pages = pages,
 	};
-	int fd = open("/dev/" DEVICE, O_RDONLY | O_CLOEXEC);
+	int fd = open("/dev/" DEVICE, O_RDONLY | O_CLOEXEC), err = errno;
 	const char *why;
 
 	if (fd < 0) {
-		fprintf(stderr, "umnstat: /dev/" DEVICE ": %s\n", strerror(errno));
-		return errno == ENOENT || errno == ENXIO || errno == ENODEV ? 1 : 2;
+		fprintf(stderr, "umnstat: /dev/" DEVICE ": %s\n", strerror(err));
+		return err == ENOENT || err == ENXIO || err == ENODEV ? 1 : 2;
 	}
 	if (ioctl(fd, UMMUNOTIFY_NS_LIMITS, &l)) {
 		switch (errno) {
@@ -905,18 +905,11 @@ static int container(pid_t pid, bool set, unsigned long long watches,
 		return 2;
 	}
 	close(fd);
-	if (json)
-		printf("{\"pid\": %d, \"watches\": %llu, \"max_watches\": %llu, \"pages\": %llu, \"max_pages\": %llu}\n",
-		       (int)pid, (unsigned long long)l.watches,
-		       (unsigned long long)l.max_watches,
-		       (unsigned long long)l.pages,
-		       (unsigned long long)l.max_pages);
-	else
-		printf("container of process %d: watches %llu of %llu, pages %llu of %llu\n",
-		       (int)pid, (unsigned long long)l.watches,
-		       (unsigned long long)l.max_watches,
-		       (unsigned long long)l.pages,
-		       (unsigned long long)l.max_pages);
+	printf(json ? "{\"pid\": %d, \"watches\": %llu, \"max_watches\": %llu, \"pages\": %llu, \"max_pages\": %llu}\n" :
+		      "container of process %d: watches %llu of %llu, pages %llu of %llu\n",
+	       (int)pid, (unsigned long long)l.watches,
+	       (unsigned long long)l.max_watches, (unsigned long long)l.pages,
+	       (unsigned long long)l.max_pages);
 	return 0;
 }
 
