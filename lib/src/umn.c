@@ -477,10 +477,16 @@ int umn_resize(struct umn *u, struct umn_watch *w, const void *addr,
 	return ret;
 }
 
+/*
+ * u->lock held.  Never back: a loss is reported with the word as it is
+ * then, which the events still queued behind the OVERFLOW may be older
+ * than (generations only grow, and the loss's flush covered them).
+ */
 void umn__all_reported(struct umn *u, uint64_t generation)
 {
 	/* Pairs with umn_valid(): what fn did is seen with the new value. */
-	store_release(u->all.generation, generation);
+	if (generation > u->all.generation)
+		store_release(u->all.generation, generation);
 }
 
 void umn__report_loss(struct umn *u, umn_event_fn *fn, void *arg,

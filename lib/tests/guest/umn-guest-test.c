@@ -39,6 +39,7 @@ static unsigned int calls[8];		/* ioctl()s, by ummunotify number */
 static struct umn_attr mode;		/* flags: native or legacy */
 static bool native;
 static bool whole;			/* open_umn(): UMN_OPEN_WATCH_ALL */
+static unsigned int ring_entries;	/* open_umn(): 0 for the default */
 
 /*
  * The library's ioctl() (it is linked in statically), counted: which
@@ -83,6 +84,7 @@ static struct umn *open_umn(void)
 
 	if (whole)
 		attr.flags |= UMN_OPEN_WATCH_ALL;
+	attr.ring_entries = ring_entries;
 	CHECK_EQ(umn_open(&u, &attr), 0);
 	CHECK_EQ(umn_features(u) != 0, native);
 	CHECK_EQ(umn_watch_all(u) != NULL, whole);
@@ -325,6 +327,40 @@ static void test_whole_space_watch_reports_exact_ranges(void)
 		      log.events[i].start >= (uintptr_t)(p + ps));
 	}
 	CHECK_EQ(found, 1);
+	CHECK_EQ(umn_close(u), 0);
+}
+
+/*
+ * A drain that meets an OVERFLOW reports the loss with the whole-space
+ * watch's word as it is then, which may be past the events still behind
+ * the OVERFLOW in the ring: their own generations are older, and must not
+ * move the watch back.  With a ring of two, after a first loss: two
+ * changes put OVERFLOW and the first in the ring, the second is dropped.
+ */
+static void test_whole_space_watch_never_goes_back_after_a_loss(void)
+{
+	struct umn_attr attr = { .flags = UMN_OPEN_WATCH_ALL,
+				 .ring_entries = 2 };
+	char *p = guarded_pages(13);
+	const struct umn_watch *all;
+	struct log log = { 0 };
+	unsigned int i, round;
+	struct umn *u;
+
+	if (!whole_space())
+		return;
+	CHECK_EQ(umn_open(&u, &attr), 0);
+	all = umn_watch_all(u);
+	for (round = 0, i = 0; round < 6; round++) {
+		/* Three at first: the first loss. */
+		do
+			CHECK(!munmap(p + 2 * i++ * ps, ps));
+		while (i < 3 || i % 2 == 0);
+		CHECK(!umn_valid(u, all));
+		while (umn_changed(u))
+			CHECK(umn_drain(u, log_event, &log) > 0);
+		CHECK(umn_valid(u, all));
+	}
 	CHECK_EQ(umn_close(u), 0);
 }
 
@@ -725,12 +761,20 @@ static void test_cache_under_concurrent_replacement(void)
 	pthread_join(thread, NULL);
 	for (i = 0; i < 2; i++)
 		pthread_join(lookers[i].thread, NULL);
+	/* Memory has stopped changing: every lookup ends, and promptly. */
+	alarm(20);
+	for (i = 0; i < RACE_PAGES; i++)
+		CHECK(snapshot_of(c, race_page(i)) >=
+		      *(uint64_t *)race_page(i));
+	alarm(0);
 	umn_cache_stats(c, &s);
 	printf("# %u+%u lookups: %" PRIu64 " hits, %" PRIu64 " misses, %"
-	       PRIu64 " invalidations, %" PRIu64 " retries\n",
+	       PRIu64 " invalidations, %" PRIu64 " retries, %" PRIu64
+	       " overflows\n",
 	       lookers[0].lookups, lookers[1].lookups, s.hits, s.misses,
-	       s.invalidations, s.retries);
+	       s.invalidations, s.retries, s.overflows);
 	CHECK(s.hits > 0 && s.invalidations > 0);
+	CHECK(!ring_entries || s.overflows > 0);
 	CHECK_EQ(umn_cache_destroy(c), 0);
 	CHECK_EQ(umn_close(u), 0);
 }
@@ -745,6 +789,21 @@ static void test_whole_space_cache_under_concurrent_replacement(void)
 {
 	if (whole_space())
 		test_cache_under_concurrent_replacement();
+}
+
+/*
+ * A ring of two entries overflows all the time under the replacer: a
+ * whole-space watch left a generation behind (a loss reported, then an
+ * older event behind its OVERFLOW; or, on a weakly ordered CPU, the drop
+ * count seen before the dropped event's word) would make a lookup after
+ * the replacer stopped wait for an event that never comes.
+ */
+static void test_whole_space_cache_overflowing_under_replacement(void)
+{
+	if (!whole_space())
+		return;
+	ring_entries = 2;
+	test_cache_under_concurrent_replacement();
 }
 
 /* More changes than the ring holds: the cache flushes, serves nothing old. */
@@ -1001,8 +1060,10 @@ static const struct {
 	T(test_cache_sends_a_full_queue_of_unwatches),
 	T(test_cache_queue_stays_with_the_parent),
 	T(test_whole_space_watch_reports_exact_ranges),
+	T(test_whole_space_watch_never_goes_back_after_a_loss),
 	T(test_whole_space_cache_never_serves_a_replaced_mapping),
 	T(test_whole_space_cache_under_concurrent_replacement),
+	T(test_whole_space_cache_overflowing_under_replacement),
 	T(test_whole_space_cache_overflow_flushes),
 	T(test_whole_space_cache_in_a_forked_child),
 	T(test_whole_space_miss_waits_for_an_invalidation_in_flight),
