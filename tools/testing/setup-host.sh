@@ -45,10 +45,13 @@ export DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes
 # entry's F flag lets chroots use it).
 arm64_host() {
 	arm64_packages="qemu-system-arm qemu-user-static binfmt-support arch-test mmdebstrap"
+	# grep -c prints 0 and fails when none is installed, which set -e
+	# must not take for an error.
 	# shellcheck disable=SC2086 # one word per package
 	installed=$(dpkg-query -W -f '${Status}\n' $arm64_packages 2>/dev/null |
-		grep -cx 'install ok installed')
-	if [ "$installed" != 5 ]; then
+		{ grep -cx 'install ok installed' || :; })
+	# shellcheck disable=SC2086
+	if [ "$installed" != "$(echo $arm64_packages | wc -w)" ]; then
 		apt-get update -qq
 		# shellcheck disable=SC2086
 		apt-get install -y -qq --no-install-recommends $arm64_packages >/dev/null
