@@ -268,6 +268,12 @@ in_root "$(root_of bookworm)" '' apt-get install -y -qq --no-install-recommends 
 krel_5=$(kernel_root bullseye bullseye)
 krel_7=$(kernel_root trixie trixie-backports)
 sparse_for_7 "$(root_of trixie)" "$krel_7"
+# Where kbuild's in_root mounts this repository in the chroots, made here
+# as root: whoever builds there as themselves cannot make it.
+top=${testing%/tools/testing}
+for suite in bookworm bullseye trixie; do
+	mkdir -p "$(root_of "$suite")$top"
+done
 if [ -n "$debug_kernel" ]; then
 	wait "$debug_kernel" ||
 		echo "setup-host: the 6.1 debug kernel did not build (see $debug_log); make check says why" >&2

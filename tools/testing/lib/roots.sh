@@ -101,7 +101,9 @@ root_of_kernel() {
 # maybe empty: the repository, a kernel tree, wherever CMD reads and
 # writes) at their host paths.  A private mount namespace (as root, or as
 # the caller mapped to root in a user namespace) keeps these mounts from
-# outliving CMD.
+# outliving CMD.  A directory ROOT lacks is made there, which only its
+# owner can do: for the repository, the script that made a system root
+# owns makes it (setup-host.sh, arm64-root).
 # Usage: in_root ROOT DIRS CMD [ARGS...]
 in_root() {
 	r_ns='--mount --propagation private'
@@ -114,7 +116,10 @@ in_root() {
 		mount --rbind /proc "$root/proc"
 		IFS=:
 		for dir in $dirs; do
-			[ -d "$root$dir" ] || mkdir -p "$root$dir"
+			[ -d "$root$dir" ] || mkdir -p "$root$dir" || {
+				echo "in_root: no $dir in $root to mount it on, and only root can make it there" >&2
+				exit 1
+			}
 			mount --bind "$dir" "$root$dir"
 		done
 		unset IFS
