@@ -25,23 +25,51 @@
 #include "sysfile.h"
 
 #define TRACING		"/sys/kernel/tracing/"
+
 #if defined(__arm__)
-/* TASK_SIZE_32 of an AArch32 process on arm64 (4K pages): 4 GiB less a page. */
-#define TASK_SIZE_32	0xfffff000ULL
+/*
+ * TASK_SIZE_32 of an AArch32 process on arm64: 4 GiB less a page, of
+ * whatever size the kernel's pages are.  With 64K pages and
+ * CONFIG_KUSER_HELPERS it is the whole 4 GiB, the last page being the
+ * kuser helpers' [vectors] page at 0xffff0000 (with smaller pages that
+ * lies below TASK_SIZE_32 and changes nothing).
+ */
+static unsigned long long task_size_32(struct __test_metadata *_metadata)
+{
+	bool vectors = false;
+	char line[256];
+	FILE *maps;
+
+	if (ps != 0x10000)
+		return 0x100000000ULL - ps;
+	maps = fopen("/proc/self/maps", "r");
+	ASSERT_NE(NULL, maps);
+	while (fgets(line, sizeof(line), maps))
+		if (strstr(line, "[vectors]"))
+			vectors = true;
+	fclose(maps);
+	return vectors ? 0x100000000ULL : 0x100000000ULL - ps;
+}
 #else
 /* TASK_SIZE of a 32-bit process on x86-64: IA32_PAGE_OFFSET. */
-#define TASK_SIZE_32	0xffffe000ULL
+static unsigned long long task_size_32(struct __test_metadata *_metadata)
+{
+	(void)_metadata;
+	return 0xffffe000ULL;
+}
 #endif
 
 FIXTURE(compat)
 {
 	char *buf;
+	unsigned long long task_size;
 };
 
 FIXTURE_SETUP(compat)
 {
 	ASSERT_EQ(4, (int)sizeof(void *));
 	self->buf = map_guarded(_metadata, 2);
+	self->task_size = task_size_32(_metadata);
 }
 
 FIXTURE_TEARDOWN(compat)
@@ -87,14 +115,14 @@ TEST_F(compat, the_native_abi_works_for_a_32_bit_process)
 TEST_F(compat, watches_end_at_the_32_bit_task_size)
 {
 	struct ummunotify_watch w = { .user_cookie = 1,
-				      .start = TASK_SIZE_32 - ps,
-				      .end = TASK_SIZE_32 };
+				      .start = self->task_size - ps,
+				      .end = self->task_size };
 	struct umn u;
 
 	umn_init(_metadata, &u, WATCH_RING, 0, 0);
 	EXPECT_EQ(0, uioctl(u.fd, UMMUNOTIFY_WATCH, &w));
 	w.user_cookie = 2;
-	w.end = TASK_SIZE_32 + 1;
+	w.end = self->task_size + 1;
 	EXPECT_EQ(-EINVAL, uioctl(u.fd, UMMUNOTIFY_WATCH, &w));
 	w.user_cookie = 3;
 	EXPECT_EQ(-EINVAL, register_region(u.fd, (void *)(uintptr_t)w.start,
@@ -134,7 +162,7 @@ TEST_F(compat, the_release_of_a_32_bit_process_ends_at_its_task_size)
 				"0"));
 	ASSERT_EQ(0, read_file(TRACING "trace", trace, sizeof(trace)));
 	snprintf(want, sizeof(want), "[0x0, %#llx) cause=%u",
-		 TASK_SIZE_32, UMMUNOTIFY_CAUSE_RELEASE);
+		 self->task_size, UMMUNOTIFY_CAUSE_RELEASE);
 	EXPECT_NE(NULL, strstr(trace, want))
 		TH_LOG("no \"%s\" in the trace:\n%s", want, trace);
 }
