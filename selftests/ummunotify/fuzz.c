@@ -3254,17 +3254,33 @@ int main(int argc, char **argv)
 
 #if defined(__aarch64__)
 	/*
-	 * TASK_SIZE on arm64: 1 << VA_BITS, no guard page; 48 bits (Debian's
-	 * kernels) unless this process can map at 1 << 48 (52-bit VAs).
+	 * TASK_SIZE on arm64: 1 << VA_BITS, no guard page.  VA_BITS follows
+	 * the page size and the levels of tables: 36 (16K pages, 2 levels),
+	 * 39 (4K, 3), 42 (64K, 2), 47 (16K, 3), 48 (any, Debian's kernels),
+	 * 52 (64K with LVA, or LPA2 from 6.9).  It is the largest B of these
+	 * for which this process can map the page just below 1 << B; EEXIST
+	 * (something is there already) says so too.
 	 */
 	{
-		void *p = mmap((void *)(1ULL << 48), ps, PROT_NONE,
-			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
-			       -1, 0);
+		static const int va_bits[] = { 52, 48, 47, 42, 39, 36, 0 };
+		const int *b;
 
-		task_size = p == MAP_FAILED ? 1ULL << 48 : 1ULL << 52;
-		if (p != MAP_FAILED)
-			munmap(p, ps);
+		for (b = va_bits; *b; b++) {
+			void *want = (void *)((1ULL << *b) - ps);
+			void *p = mmap(want, ps, PROT_NONE,
+				       MAP_PRIVATE | MAP_ANONYMOUS |
+				       MAP_FIXED_NOREPLACE, -1, 0);
+
+			if (p != MAP_FAILED)
+				munmap(p, ps);
+			if (p == want || (p == MAP_FAILED && errno == EEXIST))
+				break;
+		}
+		if (!*b) {
+			fprintf(stderr, "fuzz: no arm64 TASK_SIZE fits\n");
+			exit(1);
+		}
+		task_size = 1ULL << *b;
 	}
 #else
 	/* TASK_SIZE: the 57-bit one only if this process can map above 47. */
