@@ -215,9 +215,7 @@ static int emulated_watch(struct umn *u, uint64_t start, uint64_t end,
 		pthread_mutex_unlock(&u->pull_lock);
 		return ret;
 	}
-	/* A reopened whole-space watch may be read meanwhile. */
-	WRITE_ONCE(w->word, &u->gens[i]);
-	WRITE_ONCE(w->generation, gen);
+	umn__watch_made(u, w, &u->gens[i], gen);
 	w->cookie = cookie;
 	w->slot = i;
 	return 0;

@@ -234,6 +234,8 @@ void umn__report_loss(struct umn *u, umn_event_fn *fn, void *arg,
 		      uint64_t value);
 /* umn_drain() reported a change of the whole-space watch, of generation. */
 void umn__all_reported(struct umn *u, uint64_t generation);
+void umn__watch_made(struct umn *u, struct umn_watch *w, const uint64_t *word,
+		     uint64_t generation);
 /*
  * Whole-space watch: wait until no invalidation the kernel published is
  * still changing page tables (at once if it does not say).

@@ -79,9 +79,7 @@ static int native_watch(struct umn *u, uint64_t start, uint64_t end,
 	}
 	u->slots[arg.slot].watch = w;
 	u->slots[arg.slot].cookie = arg.user_cookie;
-	/* A reopened whole-space watch may be read meanwhile. */
-	WRITE_ONCE(w->word, &u->gens[arg.slot]);
-	WRITE_ONCE(w->generation, arg.generation);
+	umn__watch_made(u, w, &u->gens[arg.slot], arg.generation);
 	w->cookie = arg.user_cookie;
 	w->slot = arg.slot;
 	return 0;

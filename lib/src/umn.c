@@ -48,6 +48,8 @@ static pthread_once_t umn_fork_once = PTHREAD_ONCE_INIT;
  */
 static const uint64_t umn_forked_produced = 1;
 static const uint64_t umn_forked_consumed;
+/* A forked child's whole-space word until it reopens: no generation. */
+static const uint64_t umn_forked_word = UINT64_MAX;
 
 static void umn_init_locks(struct umn *u)
 {
@@ -115,6 +117,9 @@ static void umn_fork_child(void)
 		WRITE_ONCE(u->fast.pull_counter, NULL);
 		WRITE_ONCE(u->fast.produced, &umn_forked_produced);
 		WRITE_ONCE(u->fast.consumed, &umn_forked_consumed);
+		/* Not the zeroes: they would match the 0 of a reopen's. */
+		u->all.word = &umn_forked_word;
+		u->all.generation = 0;
 		u->forked = true;
 	}
 	pthread_mutex_unlock(&umn_list_lock);
@@ -256,13 +261,6 @@ int umn__lock(struct umn *u)
 		pthread_mutex_unlock(&u->lock);
 		return ret;
 	}
-	/*
-	 * Generations are never 0: the whole-space watch reads invalid
-	 * until the loss below is reported, so that no entry made by the
-	 * parent is trusted meanwhile.
-	 */
-	if (u->has_all)
-		store_release(u->all.generation, 0);
 	u->forked = false;
 	WRITE_ONCE(u->lost, true);
 	return 0;
@@ -482,6 +480,21 @@ int umn_resize(struct umn *u, struct umn_watch *w, const void *addr,
  * then, which the events still queued behind the OVERFLOW may be older
  * than (generations only grow, and the loss's flush covered them).
  */
+/*
+ * u->lock held: w, made now, reads word.  A forked child's reopened
+ * whole-space watch keeps the generation 0 its fork handler gave it, which
+ * no word holds: it reads invalid, at every step and to threads reading it
+ * meanwhile, until the loss umn__lock() queued is reported, so that no
+ * entry made by the parent is trusted before.
+ */
+void umn__watch_made(struct umn *u, struct umn_watch *w, const uint64_t *word,
+		     uint64_t generation)
+{
+	if (!u->forked)
+		WRITE_ONCE(w->generation, generation);
+	WRITE_ONCE(w->word, word);
+}
+
 void umn__all_reported(struct umn *u, uint64_t generation)
 {
 	/* Pairs with umn_valid(): what fn did is seen with the new value. */
