@@ -4,8 +4,10 @@
 #                 selftests and tools
 # make check      every test, in QEMU guests; ends with "N passed, N failed"
 # make check-arm64  the module, libraries and tests built for arm64 and run
-#                 in an arm64 guest (TCG) of Debian 12's 6.1 arm64 kernel,
-#                 what runs there yet; make check's last part, alone
+#                 in arm64 guests (TCG) of Debian 12's 6.1 and
+#                 trixie-backports' newest 7.x arm64 kernels; make check's
+#                 last part is its 6.1 guest, without libfabric's and UCX's
+#                 tests
 # make debug-check  the host checks and the 7.x debug kernel's (SERIES=)
 # make demo       a registration cache catching an munmap, in a guest
 # make fuzz       the fuzzer (selftests/ummunotify/fuzz.c) in a guest of the
@@ -132,8 +134,9 @@ check:
 	UMMUNOTIFY_SERIES="$(if $(filter file,$(origin KERNELS)),$(CHECK_SERIES))" \
 		tools/testing/run-checks $(KERNELS)
 
-# Everything for arm64 is built in the arm64 system (tools/testing/
-# arm64-root), in build/arm64/, by run-checks, which sets it up first.
+# Everything for arm64 is built in the arm64 systems (tools/testing/
+# arm64-root: Debian 12's, and Debian 13's for the 7.x module), in
+# build/arm64/, by run-checks, which sets them up first.
 check-arm64:
 	tools/testing/run-checks --arm64
 
