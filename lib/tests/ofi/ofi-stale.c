@@ -41,7 +41,7 @@
  * monitor in use is the one UMMUNOTIFY_OFI_MONITOR names: "ummunotify"
  * (the default) or "libfabric" (its own, which FI_MR_CACHE_MONITOR picks).
  * With FI_MR_CACHE_MONITOR=memhooks it also fails unless libc's munmap()
- * carries memhooks' patch (x86-64).
+ * carries memhooks' patch (x86-64, aarch64).
  *
  * Exit status: 0 the peer read new data every time, 1 it read old data
  * after the raw system calls only (what a monitor that missed them gives:
@@ -146,7 +146,9 @@ static void libc_remap(void *buf, char fill)
 
 /*
  * Does libc's munmap() start with the jump libfabric's memhooks writes
- * (mov $handler, %r11; jmp *%r11)?  -1: cannot tell on this machine.
+ * (x86-64: mov $handler, %r11; jmp *%r11; aarch64: movz x15, then three
+ * movk x15 loading the handler's address, br x15)?  -1: cannot tell on
+ * this machine.
  */
 static int memhooks_patched(void)
 {
@@ -155,6 +157,14 @@ static int memhooks_patched(void)
 
 	return f && f[0] == 0x49 && f[1] == 0xbb && f[10] == 0x41 &&
 	       f[11] == 0xff && f[12] == 0xe3;
+#elif defined(__aarch64__)
+	const uint32_t *f = dlsym(RTLD_NEXT, "munmap");
+	/* The instructions, their 16-bit immediates masked. */
+	const uint32_t imm = 0xffffu << 5;
+
+	return f && (f[0] & ~imm) == 0xd2e0000f &&
+	       (f[1] & ~imm) == 0xf2c0000f && (f[2] & ~imm) == 0xf2a0000f &&
+	       (f[3] & ~imm) == 0xf280000f && f[4] == 0xd61f01e0;
 #else
 	return -1;
 #endif
