@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: GPL-2.0
 # shellcheck shell=sh
-# Sourced by debug-kernel and vm-run.  Kernel builds, initramfs images and the
+# Sourced by debug-kernel, vm-run and the scripts that make guests' systems.  Kernel builds, initramfs images and the
 # KVM probe result live outside the repository, so that a fresh clone or a
 # "git clean" does not throw away a twelve-minute kernel build.
 
@@ -34,4 +34,18 @@ cpu_lock() {
 		echo "${0##*/}: waiting for another guest or kernel build" >&2
 		flock 8
 	fi
+}
+
+# Remove the cached systems DIR... that mmdebstrap made.  One it was
+# killed while making still has its /proc, /sys and /dev/pts mounted:
+# those are unmounted first, and rm stays on the system's own file system
+# should one not be, so it never walks into the host's.
+cache_remove() {
+	for dir; do
+		dir=${dir%/}
+		awk -v d="$dir" '$5 == d || index($5, d "/") == 1 { print $5 }' \
+			/proc/self/mountinfo | sort -r |
+			while read -r mnt; do umount -l "$mnt" || :; done
+		rm -rf --one-file-system "$dir"
+	done
 }
