@@ -7,10 +7,11 @@
 # installed on the host: an installed image would become the host's
 # default boot entry.  The chroots' suites use the URI of the machine's own
 # Debian source, so no mirror is named here; the host's apt sources stay
-# as they are.  --arm64, for the arm64 guests (make check-arm64 and
-# packages --arm64 run it; make check needs none of it): QEMU's aarch64
-# system emulator and qemu-user with its binfmt_misc entry, which
-# arm64-root's mmdebstrap and builds there use; the host stays single-arch.
+# as they are.  --arm64, for the arm64 guests (run by run-checks' arm64
+# checks, make check's last part and make check-arm64, where these are
+# missing, and by packages --arm64): QEMU's aarch64 system emulator and
+# qemu-user with its binfmt_misc entry, which arm64-root's mmdebstrap and
+# builds there use; the host stays single-arch.
 #
 # Usage: tools/testing/setup-host.sh [--arm64]   (--arm64: those alone)
 set -eu
