@@ -25,15 +25,33 @@ cache_root() {
 	)
 }
 
-# Hold, until the caller exits, the lock that makes guests and kernel builds
-# run one at a time: each keeps both cores busy, and two at once under TCG
-# take more than twice as long and trip the guest's RCU stall detector.
-cpu_lock() {
-	exec 8>"$(cache_root)/cpu.lock"
-	if ! flock -n 8; then
-		echo "${0##*/}: waiting for another guest or kernel build" >&2
-		flock 8
+# Hold FILE's lock (made if missing) on file descriptor FD until the
+# caller exits or closes FD, saying what it waits for (WHAT) while another
+# holds it.  Opened for reading, which flock needs no more than: a lock
+# file root made (arm64-root, through sudo) serves users too.
+# Usage: lock_wait FD FILE WHAT
+lock_wait() {
+	[ -e "$2" ] || : >>"$2"
+	eval "exec $1<\"\$2\""
+	if ! flock -n "$1"; then
+		echo "${0##*/}: waiting for $3" >&2
+		flock "$1"
 	fi
+}
+
+# Hold, until the caller exits or cpu_unlock, the lock that makes guests
+# and kernel builds run one at a time: each keeps both cores busy, and two
+# at once under TCG take more than twice as long and trip the guest's RCU
+# stall detector.
+cpu_lock() {
+	lock_wait 8 "$(cache_root)/cpu.lock" "another guest or kernel build"
+}
+
+# Let cpu_lock go before running what takes it itself (vm-run): the
+# child's own open of the file would wait for this process's hold for
+# ever.
+cpu_unlock() {
+	exec 8<&-
 }
 
 # Hold DIR, a cached system its maker printed, until the caller exits or
