@@ -6,8 +6,9 @@
 # make check-arm64  the module, libraries and tests built for arm64 and run
 #                 in arm64 guests (TCG) of Debian 12's 6.1 and
 #                 trixie-backports' newest 7.x arm64 kernels; make check's
-#                 last part is its 6.1 guest, without libfabric's and UCX's
-#                 tests
+#                 last part is its 6.1 guest, reduced
+#                 (UMMUNOTIFY_ARM64_LEAVE_OUT=1, which run-checks sets
+#                 there): without libfabric's and UCX's tests
 # make debug-check  the host checks and the 7.x debug kernel's (SERIES=)
 # make demo       a registration cache catching an munmap, in a guest
 # make fuzz       the fuzzer (selftests/ummunotify/fuzz.c) in a guest of the
