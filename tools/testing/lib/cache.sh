@@ -90,3 +90,12 @@ cache_remove() {
 		)
 	done
 }
+
+# Run CMD without the descriptors 3 to 9, which the scripts here keep
+# their locks on: mmdebstrap gives apt the lowest free descriptor for
+# dpkg's hook, which dash reads as one digit ("cat >&11" is a syntax
+# error there), so a caller holding too many makes it fail.  The locks
+# stay held: the caller keeps its descriptors.
+without_locks() {
+	"$@" 3<&- 4<&- 5<&- 6<&- 7<&- 8<&- 9<&-
+}
