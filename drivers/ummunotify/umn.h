@@ -116,7 +116,10 @@ struct umn_area {
  * @regions_lock:	setup, the cookie tree, slots, consuming events
  *			(see the top of this file)
  * @cookies:		regions by cookie
- * @slot_hint:		where to look for a free slot first
+ * @slot_hint:		where to look for a free slot first; set without a
+ *			lock when one is freed
+ * @spare:		the region the last unwatch freed, kept for the next
+ *			watch; exchanged, never under a lock
  * @nr_regions:		number of entries in @cookies
  * @watched_pages:	pages covered by the watches, but for whole-address-
  *			space ones
@@ -183,6 +186,7 @@ struct umn_file {
 	struct mutex regions_lock;	/* not in the notifier, see above */
 	struct rb_root cookies;
 	u32 slot_hint;
+	struct umn_region *spare;
 	unsigned int nr_regions;
 	atomic_long_t watched_pages;
 	u32 features;

@@ -185,46 +185,63 @@ static int umn_watch_range(struct umn_file *file,
 }
 
 /*
- * A region of the kind the file's mode needs.  regions_lock held: the
- * mode changes only in UMMUNOTIFY_SETUP, which a file with regions
- * refuses.
+ * A region of the kind the file's mode needs, all of it set: the one the
+ * last unwatch left (a cache evicting for a miss unwatches one region and
+ * watches another: neither pays the allocator), else a new one, charged
+ * to the caller's memory cgroup.  regions_lock held: the mode changes
+ * only in UMMUNOTIFY_SETUP, which a file that ever had a region refuses,
+ * so the spare is of the kind wanted.
  */
 static struct umn_region *umn_alloc_region(struct umn_file *file, u64 cookie,
 					   u32 causes, bool all)
 {
+	struct umn_region *region = xchg(&file->spare, NULL);
 	struct umn_queued_region *queued;
-	struct umn_region *region;
 
 	lockdep_assert_held(&file->regions_lock);
 
 	if (umn_has_ring(file)) {
-		region = kmem_cache_zalloc(umn_region_cache, GFP_KERNEL);
+		if (!region)
+			region = kmem_cache_alloc(umn_region_cache, GFP_KERNEL);
+		if (!region)
+			return NULL;
 	} else {
-		queued = kmem_cache_zalloc(umn_queued_cache, GFP_KERNEL);
+		queued = region ? umn_queued(region) :
+			 kmem_cache_alloc(umn_queued_cache, GFP_KERNEL);
 		if (!queued)
 			return NULL;
+		*queued = (struct umn_queued_region) { };
 		INIT_LIST_HEAD(&queued->report);
 		region = &queued->region;
 	}
-	if (!region)
-		return NULL;
-	region->file = file;
-	region->cookie = cookie;
-	/* The end of the address space is always news. */
-	region->causes = causes | BIT(UMMUNOTIFY_CAUSE_RELEASE);
-	region->slot = UMMUNOTIFY_NO_SLOT;
-	region->all = all;
+	*region = (struct umn_region) {
+		.file = file,
+		.cookie = cookie,
+		/* The end of the address space is always news. */
+		.causes = causes | BIT(UMMUNOTIFY_CAUSE_RELEASE),
+		.slot = UMMUNOTIFY_NO_SLOT,
+		.all = all,
+	};
 	/* Until umn_space_add() puts it in the address space's tree. */
 	RB_CLEAR_NODE(&region->space_node);
 	return region;
 }
 
-static void umn_free_region(struct umn_file *file, struct umn_region *region)
+static void umn_destroy_region(struct umn_file *file,
+			       struct umn_region *region)
 {
 	if (umn_has_ring(file))
 		kmem_cache_free(umn_region_cache, region);
 	else
 		kmem_cache_free(umn_queued_cache, umn_queued(region));
+}
+
+/* @region is out of the notifier: it becomes the spare, the spare goes. */
+static void umn_free_region(struct umn_file *file, struct umn_region *region)
+{
+	region = xchg(&file->spare, region);
+	if (region)
+		umn_destroy_region(file, region);
 }
 
 /* Count @region's pages in (@sign 1) or out (-1) of what the file watches. */
@@ -241,14 +258,16 @@ static void umn_account_pages(struct umn_file *file,
 }
 
 /*
- * regions_lock held.  The hint makes the usual search one word long.
- * Slots are freed without the lock (umn_free_slot()): the bit operations
- * are atomic, and a slot freed during the search is found next time.
+ * regions_lock held.  The hint (the slot after the last one taken, or
+ * the last one freed) makes the usual search one word long, a full
+ * table's too.  Slots are freed without the lock (umn_free_slot()): the
+ * bit operations are atomic, and a slot freed during the search is found
+ * next time.
  */
 static int umn_alloc_slot(struct umn_file *file)
 {
 	unsigned long *map = file->area.slot_map;
-	unsigned long slot = file->slot_hint;
+	unsigned long slot = READ_ONCE(file->slot_hint);
 
 	lockdep_assert_held(&file->regions_lock);
 
@@ -259,7 +278,7 @@ static int umn_alloc_slot(struct umn_file *file)
 		if (slot >= file->nr_slots)
 			return -ENOSPC;
 	} while (test_and_set_bit(slot, map));
-	file->slot_hint = slot + 1;
+	WRITE_ONCE(file->slot_hint, slot + 1);
 	return slot;
 }
 
@@ -279,6 +298,8 @@ static void umn_free_slot(struct umn_file *file, struct umn_region *region)
 	 */
 	smp_mb__before_atomic();
 	clear_bit(region->slot, file->area.slot_map);
+	/* Only a hint: a race with umn_alloc_slot() costs a search. */
+	WRITE_ONCE(file->slot_hint, region->slot);
 }
 
 /*
@@ -502,6 +523,9 @@ void umn_remove_all(struct umn_file *file)
 		cond_resched();
 	}
 	umn_remove_batch(file, batch, n);
+	if (file->spare)
+		umn_destroy_region(file, file->spare);
+	file->spare = NULL;
 	file->cookies = RB_ROOT;
 	umn_mm_leave(file);
 }
@@ -588,12 +612,46 @@ static bool umn_watching(struct umn_file *file)
 	return file->set_up && file->features & UMMUNOTIFY_FEATURE_WATCH;
 }
 
+/*
+ * Read a WATCH argument and, for WATCH (@writable), write the result
+ * fields back as they are, to tell whether the result can be written
+ * before anything changes: one access to user memory for both (opening
+ * and closing it cost a fence each), not two.
+ */
+static int umn_read_watch(struct ummunotify_watch __user *argp,
+			  struct ummunotify_watch *watch, bool *writable)
+{
+	if (!user_access_begin(argp, sizeof(*argp)))
+		return -EFAULT;
+	unsafe_get_user(watch->start, &argp->start, efault);
+	unsafe_get_user(watch->end, &argp->end, efault);
+	unsafe_get_user(watch->user_cookie, &argp->user_cookie, efault);
+	unsafe_get_user(watch->causes, &argp->causes, efault);
+	unsafe_get_user(watch->flags, &argp->flags, efault);
+	unsafe_get_user(watch->generation, &argp->generation, efault);
+	unsafe_get_user(watch->slot, &argp->slot, efault);
+	unsafe_get_user(watch->reserved, &argp->reserved, efault);
+	if (writable) {
+		*writable = false;
+		unsafe_put_user(watch->generation, &argp->generation, done);
+		unsafe_put_user(watch->slot, &argp->slot, done);
+		*writable = true;
+	}
+done:
+	user_access_end();
+	return 0;
+efault:
+	user_access_end();
+	return -EFAULT;
+}
+
 /* Read and check a WATCH or RESIZE argument. */
 static int umn_get_watch(struct umn_file *file,
 			 struct ummunotify_watch __user *argp,
-			 struct ummunotify_watch *watch, u64 *start, u64 *end)
+			 struct ummunotify_watch *watch, bool *writable,
+			 u64 *start, u64 *end)
 {
-	if (copy_from_user(watch, argp, sizeof(*watch)))
+	if (umn_read_watch(argp, watch, writable))
 		return -EFAULT;
 	return umn_watch_range(file, watch, start, end);
 }
@@ -632,9 +690,18 @@ static struct umn_region *umn_make(struct umn_file *file,
 static int umn_put_result(struct ummunotify_watch __user *argp,
 			  const struct ummunotify_watch *watch)
 {
-	return copy_to_user(&argp->generation, &watch->generation,
-			    offsetofend(struct ummunotify_watch, slot) -
-			    offsetof(struct ummunotify_watch, generation));
+	if (!user_write_access_begin(&argp->generation,
+				     offsetofend(struct ummunotify_watch, slot) -
+				     offsetof(struct ummunotify_watch,
+					      generation)))
+		return -EFAULT;
+	unsafe_put_user(watch->generation, &argp->generation, efault);
+	unsafe_put_user(watch->slot, &argp->slot, efault);
+	user_write_access_end();
+	return 0;
+efault:
+	user_write_access_end();
+	return -EFAULT;
 }
 
 int umn_watch(struct umn_file *file, struct ummunotify_watch __user *argp)
@@ -642,11 +709,12 @@ int umn_watch(struct umn_file *file, struct ummunotify_watch __user *argp)
 	struct ummunotify_watch watch;
 	struct umn_region *region;
 	u64 start, end;
+	bool writable;
 	int ret;
 
-	ret = umn_get_watch(file, argp, &watch, &start, &end);
+	ret = umn_get_watch(file, argp, &watch, &writable, &start, &end);
 	/* Fail on an unwritable result now, before anything changes. */
-	if (!ret && umn_put_result(argp, &watch))
+	if (!ret && !writable)
 		ret = -EFAULT;
 	if (ret)
 		return ret;
@@ -689,7 +757,7 @@ int umn_resize(struct umn_file *file, struct ummunotify_watch __user *argp)
 	u64 start, end;
 	int ret;
 
-	ret = umn_get_watch(file, argp, &watch, &start, &end);
+	ret = umn_get_watch(file, argp, &watch, NULL, &start, &end);
 	if (ret)
 		return ret;
 	/* A whole-address-space watch is one of its own, never moved. */
@@ -896,38 +964,70 @@ static int umn_batch_alloc(struct umn_batch *batch, u32 nr_unwatch,
  * checked, and where the results go is tried.
  */
 static int umn_batch_get(struct umn_file *file,
-			 struct ummunotify_watchv __user *argp,
 			 const struct ummunotify_watchv *v,
 			 struct umn_batch *batch)
 {
 	struct ummunotify_watch __user *watches = u64_to_user_ptr(v->watch);
-	size_t size = (size_t)v->nr_watch * sizeof(*batch->watches);
+	bool writable = true;
 	u32 i;
 	int ret;
 
 	ret = umn_batch_alloc(batch, v->nr_unwatch, v->nr_watch);
 	if (ret)
 		return ret;
-	/*
-	 * Results that cannot be written undo the watches, not the
-	 * unwatches: with unwatches, the results must be writable now.
-	 */
-	if (put_user(0, &argp->done) ||
-	    copy_from_user(batch->cookies, u64_to_user_ptr(v->unwatch),
-			   (size_t)v->nr_unwatch * sizeof(u64)) ||
-	    copy_from_user(batch->watches, watches, size))
+	if (copy_from_user(batch->cookies, u64_to_user_ptr(v->unwatch),
+			   (size_t)v->nr_unwatch * sizeof(u64)))
 		return -EFAULT;
 	for (i = 0; i < v->nr_watch; i++) {
-		ret = umn_watch_range(file, &batch->watches[i],
-				      &batch->ranges[i].start,
-				      &batch->ranges[i].end);
+		/*
+		 * Results that cannot be written undo the watches, not the
+		 * unwatches: with unwatches, the results must be writable
+		 * now.
+		 */
+		ret = umn_get_watch(file, &watches[i], &batch->watches[i],
+				    v->nr_unwatch ? &writable : NULL,
+				    &batch->ranges[i].start,
+				    &batch->ranges[i].end);
+		if (!ret && !writable)
+			ret = -EFAULT;
 		if (ret)
 			return ret;
-		if (v->nr_unwatch && umn_put_result(&watches[i],
-						    &batch->watches[i]))
-			return -EFAULT;
 	}
 	return 0;
+}
+
+/*
+ * Read a WATCHV argument and write its done back as 0 (it must read 0),
+ * so that a count that cannot be written fails before anything changes:
+ * one access to user memory for both.  -EINVAL for what it holds, then
+ * -EFAULT, as each field is needed.
+ */
+static int umn_read_watchv(struct ummunotify_watchv __user *argp,
+			   struct ummunotify_watchv *v)
+{
+	bool writable = false;
+
+	if (!user_access_begin(argp, sizeof(*argp)))
+		return -EFAULT;
+	unsafe_get_user(v->unwatch, &argp->unwatch, efault);
+	unsafe_get_user(v->watch, &argp->watch, efault);
+	unsafe_get_user(v->nr_unwatch, &argp->nr_unwatch, efault);
+	unsafe_get_user(v->nr_watch, &argp->nr_watch, efault);
+	unsafe_get_user(v->done, &argp->done, efault);
+	unsafe_get_user(v->flags, &argp->flags, efault);
+	if (!v->done) {
+		unsafe_put_user(0, &argp->done, checked);
+		writable = true;
+	}
+checked:
+	user_access_end();
+	if (v->flags || v->done || v->nr_unwatch > UMN_WATCHV_MAX ||
+	    v->nr_watch > UMN_WATCHV_MAX)
+		return -EINVAL;
+	return writable ? 0 : -EFAULT;
+efault:
+	user_access_end();
+	return -EFAULT;
 }
 
 /* Whether the batch has whole-address-space watches. */
@@ -956,13 +1056,11 @@ int umn_watchv(struct umn_file *file, struct ummunotify_watchv __user *argp)
 	u32 i, made = 0;
 	int ret;
 
-	if (copy_from_user(&v, argp, sizeof(v)))
-		return -EFAULT;
-	if (v.flags || v.done || v.nr_unwatch > UMN_WATCHV_MAX ||
-	    v.nr_watch > UMN_WATCHV_MAX)
-		return -EINVAL;
+	ret = umn_read_watchv(argp, &v);
+	if (ret)
+		return ret;
 	results = u64_to_user_ptr(v.watch);
-	ret = umn_batch_get(file, argp, &v, &batch);
+	ret = umn_batch_get(file, &v, &batch);
 	/*
 	 * Joining the address space's notifier can take a signal: do it
 	 * while nothing changed, so that the call starts again unseen.
