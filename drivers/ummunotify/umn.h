@@ -6,14 +6,14 @@
  *		or legacy.c), poll, fasync, fdinfo, sysfs, module init
  *   watch.c	watches, their cookies and slots
  *   watch_all.c the address space's mmu_notifier: its tree of range
- *		watches, its whole-address-space watches, its record of
- *		the invalidations in flight
+ *		watches (no page under too many), its whole-address-space
+ *		watches, its record of the invalidations in flight
  *   ring.c	the shared area (SETUP, mmap) and the event ring, read()
  *   legacy.c	the 2010 ABI's queue of reports, read()
  *   pressure.c	memory-pressure advisories from a shrinker
  *   limits.c	what one file and one user may hold
- *   space.c	what the files of one address space share: their range
- *		watches by address (no address under too many)
+ *   space.c	what the files of one address space share: its
+ *		notifier, how many of them want pressure events
  *
  * Locking, outermost first:
  *
@@ -24,13 +24,13 @@
  *			address space's notifier (mmap_lock,
  *			mm_take_all_locks()).  Never taken under mmap_lock
  *			(->mmap) nor by the notifier.
- *   umn_space.lock	per address space: the range watches of its
- *			files by address, for max_overlap; under
- *			regions_lock
  *   umn_space.join_lock per address space: registering its notifier,
  *			which takes mmap_lock and mm_take_all_locks(); not
  *			under regions_lock
  *   all_lock		per file: joining the notifier's WATCH_ALL files
+ *   umn_all_mm.ranges_lock per address space: changing its range watches'
+ *			tree, and keeping it still for the max_overlap
+ *			check, which may sleep; under regions_lock
  *   list_lru lock	the pressure list of a memory cgroup (pressure.c)
  *   umn_all_mm.lock	per address space spinlock: its range watches by
  *			address, its WATCH_ALL files, its invalidations in
@@ -118,8 +118,8 @@ struct umn_area {
  * @cookies:		regions by cookie
  * @slot_hint:		where to look for a free slot first; set without a
  *			lock when one is freed
- * @spare:		the region the last unwatch freed, kept for the next
- *			watch; exchanged, never under a lock
+ * @spare:		a region freed once the file had watched, kept for
+ *			the next watch; exchanged, never under a lock
  * @nr_regions:		number of entries in @cookies
  * @watched_pages:	pages covered by the watches, but for whole-address-
  *			space ones
@@ -237,15 +237,13 @@ struct umn_file {
 };
 
 /**
- * struct umn_region - one registration: 128 bytes
+ * struct umn_region - one registration: 96 bytes
  * @range:	range watch: the watched range [start, last], in the
- *		address space's notifier's tree while started (under
- *		&umn_all_mm.lock)
+ *		address space's notifier's tree from the time it has its
+ *		first generation until it is stopped (watch_all.c)
  * @all_node:	whole-address-space watch: in &umn_file.all_regions
  *		instead
  * @file:	the file it is of, for the notifier
- * @space_node:	range watch: in &umn_space.ranges, while linked
- * @space_last:	the greatest last address of its subtree there
  * @cookie_node: node in &umn_file.cookies
  * @cookie:	user's cookie, unique within the file
  * @slot:	generation slot, or UMMUNOTIFY_NO_SLOT
@@ -263,8 +261,6 @@ struct umn_region {
 		struct list_head all_node;
 	};
 	struct umn_file *file;
-	struct rb_node space_node;
-	unsigned long space_last;
 /* Every cause a watch can ask for fits in umn_region.causes. */
 static_assert(UMMUNOTIFY_CAUSE_PRESSURE < 8);
 
@@ -331,10 +327,14 @@ static inline bool umn_is_owner(struct umn_file *file)
 	return current->mm == file->mm;
 }
 
-/* A range watch counted in the address space's tree (space.c). */
-static inline bool umn_in_space(const struct umn_region *region)
+/* A range watch in the address space's notifier's tree (watch_all.c). */
+static inline bool umn_in_tree(const struct umn_region *region)
 {
-	return !RB_EMPTY_NODE(&region->space_node);
+	/*
+	 * Other files' changes to the tree rewrite the node's parent, but
+	 * only its owner moves it in or out: the answer stands.
+	 */
+	return !region->all && !data_race(RB_EMPTY_NODE(&region->range.rb));
 }
 
 static inline bool umn_has_ring(struct umn_file *file)
@@ -407,7 +407,8 @@ struct umn_all_mm *umn_all_get(struct mm_struct *mm);
 void umn_all_put(struct umn_all_mm *all);
 int umn_mm_join(struct umn_file *file);
 void umn_mm_leave(struct umn_file *file);
-void umn_range_insert(struct umn_file *file, struct umn_region *region);
+int umn_range_insert(struct umn_file *file, struct umn_region *region,
+		     u64 start, u64 end, struct umn_region *except);
 void umn_range_remove(struct umn_file *file, struct umn_region **regions,
 		      unsigned int n);
 int umn_all_start(struct umn_file *file, struct umn_region *region);
@@ -454,10 +455,6 @@ void umn_limits_exit(void);
 /* space.c */
 int umn_space_get(struct umn_file *file);
 void umn_space_put(struct umn_file *file);
-int umn_space_add(struct umn_file *file, struct umn_region *region,
-		  u64 start, u64 end, struct umn_region *except);
-void umn_space_del(struct umn_file *file, struct umn_region **regions,
-		   unsigned int n);
 struct umn_all_mm *umn_space_notifier(struct umn_file *file);
 unsigned int umn_space_pressure_files(struct umn_file *file);
 void umn_space_pressure_add(struct umn_file *file, int n);

@@ -15,7 +15,7 @@
 #include "trace.h"
 
 /* What a watch costs, as the documentation says. */
-static_assert(sizeof(struct umn_region) <= 128);
+static_assert(sizeof(struct umn_region) <= 96);
 
 /*
  * Unknown future events count as CLEAR: assume the pages changed (Kbuild
@@ -160,14 +160,22 @@ static bool umn_insert_cookie(struct umn_file *file, struct umn_region *new)
 }
 
 /* The range a 2010 registration or a watch asks for, checked. */
-static int umn_check_range(struct umn_file *file, u64 start, u64 end)
+static __always_inline int umn_check_range(struct umn_file *file, u64 start, u64 end)
 {
 	return start < end && end <= file->task_size ? 0 : -EINVAL;
 }
 
-static int umn_watch_range(struct umn_file *file,
-			   const struct ummunotify_watch *watch,
-			   u64 *start, u64 *end)
+/* Set up once, a file stays so: no lock needed to tell. */
+static bool umn_set_up(struct umn_file *file)
+{
+	/* Pairs with smp_store_release() in umn_try_setup(). */
+	return smp_load_acquire(&file->set_up);
+}
+
+/* Arithmetic only: it runs with user access open (umn_get_watch()). */
+static __always_inline int umn_watch_range(struct umn_file *file,
+					   const struct ummunotify_watch *watch,
+					   u64 *start, u64 *end)
 {
 	if (watch->reserved || watch->flags & ~UMMUNOTIFY_WATCH_ALL ||
 	    watch->causes & ~UMN_ALL_CAUSES)
@@ -222,8 +230,8 @@ static struct umn_region *umn_alloc_region(struct umn_file *file, u64 cookie,
 		.slot = UMMUNOTIFY_NO_SLOT,
 		.all = all,
 	};
-	/* Until umn_space_add() puts it in the address space's tree. */
-	RB_CLEAR_NODE(&region->space_node);
+	/* Until umn_range_insert() puts it in the notifier's tree. */
+	RB_CLEAR_NODE(&region->range.rb);
 	return region;
 }
 
@@ -303,10 +311,11 @@ static void umn_free_slot(struct umn_file *file, struct umn_region *region)
 }
 
 /*
- * Make a pending watch of @cookie over [@start, @end): charged, with its
- * slot and first generation (in *@generation), its cookie taken and its
- * range counted among the address space's, but not in the notifier yet.
- * regions_lock held.
+ * Make a pending watch of @cookie: charged, with its slot and first
+ * generation (in *@generation), its cookie taken and, a range watch of
+ * [@start, @end), started: in the notifier's tree, after its first
+ * generation, so that what it sees from then on moves its word past it.
+ * regions_lock held; for a range watch, the file has joined the notifier.
  */
 static struct umn_region *umn_reserve(struct umn_file *file, u64 cookie,
 				      u32 causes, bool all, u64 start,
@@ -328,25 +337,9 @@ static struct umn_region *umn_reserve(struct umn_file *file, u64 cookie,
 			goto out_uncharge;
 		region->slot = ret;
 	}
-	if (!all) {
-		ret = umn_space_add(file, region, start, end, NULL);
-		/*
-		 * A 2010 client may not look at REGISTER's result (Open MPI
-		 * 1.5-2.0 does not): it gets a registration that nothing
-		 * watches, reported changed at once (see umn_register()),
-		 * rather than one it would keep, believing it watched.
-		 */
-		if (ret == -ENOSPC && !file->set_up)
-			ret = 0;
-		if (ret)
-			goto out_slot;
-	}
 	ret = -EINVAL;
 	if (!umn_insert_cookie(file, region))
-		goto out_space;
-	region->pending = true;
-	file->used = true;
-
+		goto out_slot;
 	if (region->slot != UMMUNOTIFY_NO_SLOT) {
 		/* Under the notifier's lock: generations never repeat. */
 		spin_lock(&file->lock);
@@ -356,39 +349,50 @@ static struct umn_region *umn_reserve(struct umn_file *file, u64 cookie,
 				  *generation);
 		spin_unlock(&file->lock);
 	}
+	if (!all) {
+		ret = umn_range_insert(file, region, start, end, NULL);
+		/*
+		 * A 2010 client may not look at REGISTER's result (Open MPI
+		 * 1.5-2.0 does not): it gets a registration that nothing
+		 * watches, reported changed at once (see umn_register()),
+		 * rather than one it would keep, believing it watched.
+		 */
+		if (ret == -ENOSPC && !file->set_up)
+			ret = 0;
+		if (ret)
+			goto out_cookie;
+	}
+	region->pending = true;
+	file->used = true;
 	return region;
 
-out_space:
-	if (umn_in_space(region))
-		umn_space_del(file, &region, 1);
+out_cookie:
+	rb_erase(&region->cookie_node, &file->cookies);
 out_slot:
 	umn_free_slot(file, region);
 out_uncharge:
 	umn_uncharge_watch(file);
 out_free:
-	umn_free_region(file, region);
+	/*
+	 * Not the spare: before the file's first watch, a SETUP meanwhile
+	 * could change the kind of region the file needs.
+	 */
+	umn_destroy_region(file, region);
 	return ERR_PTR(ret);
 }
 
 /*
- * Put @region in the address space's notifier.  Without regions_lock:
- * the address space's first watch registers the notifier, which takes
- * mmap_lock and every rmap lock, and gives up on a signal (-ERESTARTSYS:
- * nothing changed).  Never waits for invalidations: one in flight over
- * @region, which did not see it go in, is published to it at once, so
- * that whatever user space pinned is found changed when it checks.
+ * Start @region, a whole-address-space watch (a range watch started in
+ * umn_reserve()).  Without regions_lock: joining the notifier's files
+ * may register the notifier, which takes mmap_lock and every rmap lock,
+ * and gives up on a signal (-ERESTARTSYS: nothing changed).  Never waits
+ * for invalidations: those in flight, which did not see @region, are
+ * published to it at once, so that whatever user space pinned is found
+ * changed when it checks.
  */
 static int umn_start(struct umn_file *file, struct umn_region *region)
 {
-	int ret;
-
-	if (region->all)
-		return umn_all_start(file, region);
-	ret = umn_mm_join(file);
-	if (ret)
-		return ret;
-	umn_range_insert(file, region);
-	return 0;
+	return region->all ? umn_all_start(file, region) : 0;
 }
 
 /*
@@ -420,31 +424,18 @@ static void umn_unlink(struct umn_file *file, struct umn_region *region)
 }
 
 /*
- * Take the range watches @regions[0..@n) out of the notifier (@started),
- * then out of the address space's ranges, where they count over their
- * pages until they are out of the notifier.  Waits for no invalidation:
- * at most for one callback to let go of the notifier's lock.
+ * Take @region out of the notifier (@started, for a whole-address-space
+ * watch; a range watch is in it once in its tree).  Waits for no
+ * invalidation: at most for one callback to let go of the notifier's
+ * lock.  After it no callback can touch @region.
  */
-static void umn_stop_ranges(struct umn_file *file,
-			    struct umn_region **regions, unsigned int n,
-			    bool started)
-{
-	if (!n)
-		return;
-	if (started)
-		umn_range_remove(file, regions, n);
-	umn_space_del(file, regions, n);
-}
-
-/* Take @region out of the notifier (@started) and the address space's. */
 static void umn_stop(struct umn_file *file, struct umn_region *region,
 		     bool started)
 {
-	/* After it no callback can touch @region. */
 	if (started && region->all)
 		umn_all_remove(file, region);
-	else if (umn_in_space(region))
-		umn_stop_ranges(file, &region, 1, started);
+	else if (umn_in_tree(region))
+		umn_range_remove(file, &region, 1);
 }
 
 /* Stop an unlinked @region, free its slot and @region. */
@@ -491,7 +482,7 @@ static void umn_remove_batch(struct umn_file *file,
 {
 	unsigned int i;
 
-	umn_stop_ranges(file, batch, n, true);
+	umn_range_remove(file, batch, n);
 	for (i = 0; i < n; i++)
 		umn_free_region(file, batch[i]);
 	cond_resched();
@@ -510,7 +501,7 @@ void umn_remove_all(struct umn_file *file)
 		umn_uncharge_watch(file);
 		/* It may be in the notifier a while yet: silent meanwhile. */
 		umn_silence(file, region);
-		if (!region->all && umn_in_space(region)) {
+		if (umn_in_tree(region)) {
 			batch[n++] = region;
 			if (n == UMN_REMOVE_BATCH) {
 				umn_remove_batch(file, batch, n);
@@ -561,6 +552,15 @@ int umn_register(struct umn_file *file,
 	if (copy_from_user(&args, argp, sizeof(args)))
 		return -EFAULT;
 	ret = umn_check_range(file, args.start, args.end);
+	/* Refused below too, should a SETUP come meanwhile. */
+	if (!ret && (args.flags || args.reserved) && umn_set_up(file))
+		ret = -EINVAL;
+	/*
+	 * It goes in the notifier's tree when made: join the notifier
+	 * first, where a signal changes nothing.
+	 */
+	if (!ret)
+		ret = umn_mm_join(file);
 
 	mutex_lock(&file->regions_lock);
 	legacy = !file->set_up;
@@ -572,7 +572,7 @@ int umn_register(struct umn_file *file,
 			     args.end, &generation);
 	if (!IS_ERR(region))
 		slot = region->slot;
-	if (!IS_ERR(region) && !umn_in_space(region)) {
+	if (!IS_ERR(region) && !umn_in_tree(region)) {
 		/*
 		 * Its pages are under max_overlap watches (see umn_reserve()):
 		 * made and reported at once, under the lock, so that no
@@ -583,12 +583,10 @@ int umn_register(struct umn_file *file,
 		region = NULL;
 	}
 	mutex_unlock(&file->regions_lock);
-	if (IS_ERR(region)) {
+	if (IS_ERR(region))
 		ret = PTR_ERR(region);
-	} else if (region) {
-		ret = umn_start(file, region);
-		umn_finish(file, region, ret, !ret);
-	}
+	else if (region)
+		umn_finish(file, region, 0, true);
 	/*
 	 * Refused for a limit, for memory or for a signal, not for its
 	 * arguments.  A signal's -ERESTARTSYS reaches a handler without
@@ -606,21 +604,31 @@ int umn_register(struct umn_file *file,
 	return ret;
 }
 
-/* WATCH and RESIZE are for files set up with FEATURE_WATCH. */
+/*
+ * Whether the file was set up to watch (WATCH and RESIZE need it): for
+ * good once so, for EXCHANGE_FEATURES is refused after SETUP.  Needs no
+ * lock.
+ */
 static bool umn_watching(struct umn_file *file)
 {
-	return file->set_up && file->features & UMMUNOTIFY_FEATURE_WATCH;
+	return umn_set_up(file) && file->features & UMMUNOTIFY_FEATURE_WATCH;
 }
 
 /*
- * Read a WATCH argument and, for WATCH (@writable), write the result
- * fields back as they are, to tell whether the result can be written
- * before anything changes: one access to user memory for both (opening
- * and closing it cost a fence each), not two.
+ * Read a WATCH argument into @watch and check it, its range in *@start
+ * and *@end; for WATCH (@writable), then write the result fields back as
+ * they are, to tell whether the result can be written before anything
+ * changes: one access to user memory for all (opening and closing it
+ * costs a fence each), and no write for an argument refused.
  */
-static int umn_read_watch(struct ummunotify_watch __user *argp,
-			  struct ummunotify_watch *watch, bool *writable)
+static int umn_get_watch(struct umn_file *file,
+			 struct ummunotify_watch __user *argp,
+			 struct ummunotify_watch *watch, bool *writable,
+			 u64 *start, u64 *end)
 {
+	int ret;
+
+	might_fault();
 	if (!user_access_begin(argp, sizeof(*argp)))
 		return -EFAULT;
 	unsafe_get_user(watch->start, &argp->start, efault);
@@ -631,7 +639,8 @@ static int umn_read_watch(struct ummunotify_watch __user *argp,
 	unsafe_get_user(watch->generation, &argp->generation, efault);
 	unsafe_get_user(watch->slot, &argp->slot, efault);
 	unsafe_get_user(watch->reserved, &argp->reserved, efault);
-	if (writable) {
+	ret = umn_watch_range(file, watch, start, end);
+	if (!ret && writable) {
 		*writable = false;
 		unsafe_put_user(watch->generation, &argp->generation, done);
 		unsafe_put_user(watch->slot, &argp->slot, done);
@@ -639,21 +648,10 @@ static int umn_read_watch(struct ummunotify_watch __user *argp,
 	}
 done:
 	user_access_end();
-	return 0;
+	return ret;
 efault:
 	user_access_end();
 	return -EFAULT;
-}
-
-/* Read and check a WATCH or RESIZE argument. */
-static int umn_get_watch(struct umn_file *file,
-			 struct ummunotify_watch __user *argp,
-			 struct ummunotify_watch *watch, bool *writable,
-			 u64 *start, u64 *end)
-{
-	if (umn_read_watch(argp, watch, writable))
-		return -EFAULT;
-	return umn_watch_range(file, watch, start, end);
 }
 
 /*
@@ -665,15 +663,26 @@ static struct umn_region *umn_make(struct umn_file *file,
 				   struct ummunotify_watch *watch,
 				   u64 start, u64 end)
 {
+	bool all = watch->flags & UMMUNOTIFY_WATCH_ALL;
 	struct umn_region *region;
 	int ret;
 
+	/* Set up to watch, a file stays so (see umn_watching()). */
+	if (!umn_watching(file))
+		return ERR_PTR(-EINVAL);
+	/*
+	 * A range watch goes in the notifier's tree when made: join the
+	 * notifier first, where a signal changes nothing.
+	 */
+	if (!all) {
+		ret = umn_mm_join(file);
+		if (ret)
+			return ERR_PTR(ret);
+	}
 	mutex_lock(&file->regions_lock);
-	region = !umn_watching(file) ? ERR_PTR(-EINVAL) :
-		 umn_reserve(file, watch->user_cookie,
-			     watch->causes ?: UMMUNOTIFY_CAUSES_DEFAULT,
-			     watch->flags & UMMUNOTIFY_WATCH_ALL, start, end,
-			     &watch->generation);
+	region = umn_reserve(file, watch->user_cookie,
+			     watch->causes ?: UMMUNOTIFY_CAUSES_DEFAULT, all,
+			     start, end, &watch->generation);
 	mutex_unlock(&file->regions_lock);
 	if (IS_ERR(region))
 		return region;
@@ -708,8 +717,8 @@ int umn_watch(struct umn_file *file, struct ummunotify_watch __user *argp)
 {
 	struct ummunotify_watch watch;
 	struct umn_region *region;
+	bool writable = false;
 	u64 start, end;
-	bool writable;
 	int ret;
 
 	ret = umn_get_watch(file, argp, &watch, &writable, &start, &end);
@@ -778,30 +787,24 @@ int umn_resize(struct umn_file *file, struct ummunotify_watch __user *argp)
 	if (!new)
 		new = ERR_PTR(-ENOMEM);
 	if (!IS_ERR(new)) {
-		ret = umn_space_add(file, new, start, end, old);
+		/*
+		 * The generation it goes back with is the slot's before the
+		 * new range goes in: an invalidation in flight there moves
+		 * the word past it.  The file joined with @old's first watch.
+		 */
+		new->slot = old->slot;
+		spin_lock(&file->lock);
+		watch.generation = new->slot == UMMUNOTIFY_NO_SLOT ? 0 :
+				   file->generations[new->slot];
+		spin_unlock(&file->lock);
+		ret = umn_range_insert(file, new, start, end, old);
 		if (ret) {
 			umn_free_region(file, new);
 			new = ERR_PTR(ret);
 		}
 	}
 	if (!IS_ERR(new)) {
-		old->pending = true;
-		new->slot = old->slot;
 		watch.slot = old->slot;
-		spin_lock(&file->lock);
-		watch.generation = new->slot == UMMUNOTIFY_NO_SLOT ? 0 :
-				   file->generations[new->slot];
-		spin_unlock(&file->lock);
-	}
-	mutex_unlock(&file->regions_lock);
-	if (IS_ERR(new))
-		return PTR_ERR(new);
-
-	ret = umn_start(file, new);
-
-	mutex_lock(&file->regions_lock);
-	old->pending = false;
-	if (!ret) {
 		rb_replace_node(&old->cookie_node, &new->cookie_node,
 				&file->cookies);
 		umn_account_pages(file, new, 1);
@@ -814,13 +817,9 @@ int umn_resize(struct umn_file *file, struct ummunotify_watch __user *argp)
 			umn_move_report(umn_queued(old), umn_queued(new));
 		spin_unlock(&file->lock);
 	}
-	if (ret)
-		umn_space_del(file, &new, 1);
 	mutex_unlock(&file->regions_lock);
-	if (ret) {
-		umn_free_region(file, new);
-		return ret;
-	}
+	if (IS_ERR(new))
+		return PTR_ERR(new);
 	umn_destroy(file, old, true);
 	trace_ummunotify_register(watch.user_cookie, start, end, watch.slot,
 				  0);
@@ -959,17 +958,60 @@ static int umn_batch_alloc(struct umn_batch *batch, u32 nr_unwatch,
 }
 
 /*
+ * Read @n watches at @watches into @batch and check them; with @probe,
+ * then write their result fields back as they are, to tell whether the
+ * results can be written before anything changes.  One access to user
+ * memory for the array: -EFAULT for any of it unreadable first, then
+ * -EINVAL for the first watch refused, then -EFAULT for a result that
+ * cannot be written.
+ */
+static int umn_batch_get_watches(struct umn_file *file,
+				 struct ummunotify_watch __user *watches,
+				 u32 n, bool probe, struct umn_batch *batch)
+{
+	struct ummunotify_watch *w;
+	int ret = 0;
+	u32 i;
+
+	might_fault();
+	if (!user_access_begin(watches, (size_t)n * sizeof(*watches)))
+		return -EFAULT;
+	for (i = 0, w = batch->watches; i < n; i++, w++) {
+		unsafe_get_user(w->start, &watches[i].start, efault);
+		unsafe_get_user(w->end, &watches[i].end, efault);
+		unsafe_get_user(w->user_cookie, &watches[i].user_cookie,
+				efault);
+		unsafe_get_user(w->causes, &watches[i].causes, efault);
+		unsafe_get_user(w->flags, &watches[i].flags, efault);
+		unsafe_get_user(w->generation, &watches[i].generation, efault);
+		unsafe_get_user(w->slot, &watches[i].slot, efault);
+		unsafe_get_user(w->reserved, &watches[i].reserved, efault);
+	}
+	for (i = 0; !ret && i < n; i++)
+		ret = umn_watch_range(file, &batch->watches[i],
+				      &batch->ranges[i].start,
+				      &batch->ranges[i].end);
+	for (i = 0, w = batch->watches; !ret && probe && i < n; i++, w++) {
+		unsafe_put_user(w->generation, &watches[i].generation, efault);
+		unsafe_put_user(w->slot, &watches[i].slot, efault);
+	}
+	user_access_end();
+	return ret;
+efault:
+	user_access_end();
+	return -EFAULT;
+}
+
+/*
  * Copy in what @v (its counts checked) points at, and fail on anything
  * wrong now, before anything changes: the watches' arguments are
- * checked, and where the results go is tried.
+ * checked, and, with unwatches, where the results go is tried (results
+ * that cannot be written undo the watches, not the unwatches).
  */
 static int umn_batch_get(struct umn_file *file,
 			 const struct ummunotify_watchv *v,
 			 struct umn_batch *batch)
 {
-	struct ummunotify_watch __user *watches = u64_to_user_ptr(v->watch);
-	bool writable = true;
-	u32 i;
 	int ret;
 
 	ret = umn_batch_alloc(batch, v->nr_unwatch, v->nr_watch);
@@ -978,35 +1020,20 @@ static int umn_batch_get(struct umn_file *file,
 	if (copy_from_user(batch->cookies, u64_to_user_ptr(v->unwatch),
 			   (size_t)v->nr_unwatch * sizeof(u64)))
 		return -EFAULT;
-	for (i = 0; i < v->nr_watch; i++) {
-		/*
-		 * Results that cannot be written undo the watches, not the
-		 * unwatches: with unwatches, the results must be writable
-		 * now.
-		 */
-		ret = umn_get_watch(file, &watches[i], &batch->watches[i],
-				    v->nr_unwatch ? &writable : NULL,
-				    &batch->ranges[i].start,
-				    &batch->ranges[i].end);
-		if (!ret && !writable)
-			ret = -EFAULT;
-		if (ret)
-			return ret;
-	}
-	return 0;
+	return umn_batch_get_watches(file, u64_to_user_ptr(v->watch),
+				     v->nr_watch, v->nr_unwatch, batch);
 }
 
 /*
- * Read a WATCHV argument and write its done back as 0 (it must read 0),
- * so that a count that cannot be written fails before anything changes:
- * one access to user memory for both.  -EINVAL for what it holds, then
- * -EFAULT, as each field is needed.
+ * Read a WATCHV argument and check it, then write its done back as 0
+ * (the value it must hold), so that a count that cannot be written fails
+ * before anything changes: one access to user memory for both, and no
+ * write for an argument refused.
  */
 static int umn_read_watchv(struct ummunotify_watchv __user *argp,
 			   struct ummunotify_watchv *v)
 {
-	bool writable = false;
-
+	might_fault();
 	if (!user_access_begin(argp, sizeof(*argp)))
 		return -EFAULT;
 	unsafe_get_user(v->unwatch, &argp->unwatch, efault);
@@ -1015,16 +1042,14 @@ static int umn_read_watchv(struct ummunotify_watchv __user *argp,
 	unsafe_get_user(v->nr_watch, &argp->nr_watch, efault);
 	unsafe_get_user(v->done, &argp->done, efault);
 	unsafe_get_user(v->flags, &argp->flags, efault);
-	if (!v->done) {
-		unsafe_put_user(0, &argp->done, checked);
-		writable = true;
-	}
-checked:
-	user_access_end();
 	if (v->flags || v->done || v->nr_unwatch > UMN_WATCHV_MAX ||
-	    v->nr_watch > UMN_WATCHV_MAX)
+	    v->nr_watch > UMN_WATCHV_MAX) {
+		user_access_end();
 		return -EINVAL;
-	return writable ? 0 : -EFAULT;
+	}
+	unsafe_put_user(0, &argp->done, efault);
+	user_access_end();
+	return 0;
 efault:
 	user_access_end();
 	return -EFAULT;

@@ -96,7 +96,7 @@
 
 #include <linux/atomic.h>
 #include <linux/bitops.h>
-#include <linux/interval_tree.h>
+#include <linux/interval_tree_generic.h>
 #include <linux/minmax.h>
 #include <linux/mm.h>
 #include <linux/mmu_notifier.h>
@@ -116,6 +116,35 @@
 #define UMN_IN_FLIGHT		32
 /* Range watches a blockable walk visits between looks at who waits. */
 #define UMN_WALK_BREAK		256
+
+/*
+ * An invalidation of a page reaches every range watch over it, and not
+ * only when the owner unmaps: reclaim, compaction, migration and the OOM
+ * reaper invalidate the owner's pages (and a shared file's page, for
+ * every process that maps it).  A stack of a million watches over one
+ * range would make each of its pages cost whoever reclaims or migrates
+ * it a million callbacks.  So a range watch is refused if a page of it is
+ * under max_overlap watches of the address space already: no page is
+ * ever under more, in one mapping (a physical page mapped many times
+ * costs that for each mapping).  Whole-address-space watches are bounded
+ * on their own (UMN_MAX_ALL, UMN_MAX_ALL_FILES).
+ */
+static unsigned int max_overlap = 64;
+module_param(max_overlap, uint, 0644);
+MODULE_PARM_DESC(max_overlap, "Maximum number of range watches of one address space over any one page (default 64)");
+
+/*
+ * The range watches' tree is keyed by whole pages, as pages are
+ * invalidated: watches of distinct bytes of one page all see its every
+ * invalidation, and all count over it.  Invalidations are of whole pages,
+ * so a watch overlaps one in pages exactly when its bytes do.
+ */
+#define UMN_RANGE_START(node)	((node)->start & PAGE_MASK)
+#define UMN_RANGE_LAST(node)	((node)->last | ~PAGE_MASK)
+
+INTERVAL_TREE_DEFINE(struct interval_tree_node, rb, unsigned long,
+		     __subtree_last, UMN_RANGE_START, UMN_RANGE_LAST, static,
+		     umn_ranges)
 
 /**
  * struct umn_inval - an invalidation in flight
@@ -139,8 +168,11 @@ struct umn_inval {
  * @released:	the address space has exited; under @lock
  * @lock:	held by the callbacks for all they do; nests outside
  *		&umn_file.lock
- * @ranges:	the started range watches of every file, by
- *		&umn_region.range; under @lock
+ * @ranges_lock: changes to @ranges, which take @lock too: held alone,
+ *		it keeps @ranges still for a walk that may sleep (the
+ *		max_overlap check); nests outside @lock
+ * @ranges:	the range watches of every file, by &umn_region.range;
+ *		changed under @ranges_lock and @lock, read under either
  * @nr_ranges:	their number; under @lock
  * @files:	the files with whole-address-space watches (or holds), by
  *		&umn_file.all_file_node; under @lock
@@ -159,6 +191,7 @@ struct umn_all_mm {
 	bool kept;
 	bool released;
 	spinlock_t lock;		/* the callbacks' */
+	struct mutex ranges_lock;	/* changing @ranges */
 	struct rb_root_cached ranges;
 	unsigned long nr_ranges;
 	struct list_head files;
@@ -202,8 +235,8 @@ static void umn_publish_to(struct umn_region *region, u64 start, u64 end,
 }
 
 /*
- * The first range watch over [@start, @last] that starts at @from or
- * later, if any.
+ * The first range watch over [@start, @last] whose first page starts at
+ * @from or later, if any.
  */
 static struct interval_tree_node *umn_range_from(struct umn_all_mm *all,
 						 unsigned long from,
@@ -217,18 +250,18 @@ static struct interval_tree_node *umn_range_from(struct umn_all_mm *all,
 	/* Ordered by start, like any interval tree. */
 	while (rb) {
 		node = rb_entry(rb, struct interval_tree_node, rb);
-		if (node->start >= from) {
+		if (UMN_RANGE_START(node) >= from) {
 			found = node;
 			rb = rb->rb_left;
 		} else {
 			rb = rb->rb_right;
 		}
 	}
-	if (!found || found->start > last)
+	if (!found || UMN_RANGE_START(found) > last)
 		return NULL;
 	/* It may end before @start, if @from is below @start. */
-	return found->last >= start ? found :
-	       interval_tree_iter_next(found, start, last);
+	return UMN_RANGE_LAST(found) >= start ? found :
+	       umn_ranges_iter_next(found, start, last);
 }
 
 /*
@@ -245,7 +278,8 @@ static struct interval_tree_node *umn_range_from(struct umn_all_mm *all,
  * more: a process that keeps putting watches in ahead of it cannot
  * stretch another's invalidation (a truncate of a file it maps).  What
  * is left then is walked in one go: the watches the tree holds, each
- * charged to its opener's limits.
+ * charged to its opener's limits.  Watches "with one start" here are
+ * those whose first pages are one, the tree's keys.
  */
 static void umn_range_report(struct umn_all_mm *all, unsigned long start,
 			     unsigned long end, unsigned int cause,
@@ -254,21 +288,24 @@ static void umn_range_report(struct umn_all_mm *all, unsigned long start,
 	unsigned long budget = all->nr_ranges, walked = 0, since = 0;
 	struct interval_tree_node *node, *next;
 	unsigned long from;
+	u64 lo, hi;
 
 	lockdep_assert_held(&all->lock);
 	if (start >= end)
 		return;
-	node = interval_tree_iter_first(&all->ranges, start, end - 1);
+	node = umn_ranges_iter_first(&all->ranges, start, end - 1);
 	while (node) {
-		umn_publish_to(umn_range_region(node),
-			       max_t(u64, start, node->start),
-			       min_t(u64, end, (u64)node->last + 1), cause);
-		next = interval_tree_iter_next(node, start, end - 1);
+		lo = max_t(u64, start, node->start);
+		hi = min_t(u64, end, (u64)node->last + 1);
+		if (lo < hi)
+			umn_publish_to(umn_range_region(node), lo, hi, cause);
+		next = umn_ranges_iter_next(node, start, end - 1);
 		walked++;
 		if (next && blockable && ++since >= UMN_WALK_BREAK &&
-		    walked < budget && next->start != node->start &&
+		    walked < budget &&
+		    UMN_RANGE_START(next) != UMN_RANGE_START(node) &&
 		    (need_resched() || spin_is_contended(&all->lock))) {
-			from = next->start;
+			from = UMN_RANGE_START(next);
 			spin_unlock(&all->lock);
 			cond_resched();
 			spin_lock(&all->lock);
@@ -476,6 +513,7 @@ static struct mmu_notifier *umn_all_alloc(struct mm_struct *mm)
 	if (!all)
 		return ERR_PTR(-ENOMEM);
 	spin_lock_init(&all->lock);
+	mutex_init(&all->ranges_lock);
 	all->ranges = RB_ROOT_CACHED;
 	INIT_LIST_HEAD(&all->files);
 	/* The callbacks outlive the files; umn_exit() waits for the free. */
@@ -579,26 +617,97 @@ void umn_mm_leave(struct umn_file *file)
 }
 
 /*
- * Start @region, a range watch: publish to it from now on, and the
- * invalidations in flight over it at once.  The file has joined.
+ * Whether some page of @range is under @limit range watches of @all
+ * already, @except aside.  The watches over it come by increasing first
+ * page: at each, the ones still over its first page in the range are
+ * @active (their last addresses); when @limit are, that page is full.
+ * Fewer than @limit watches over the range in all need no array.  Under
+ * @all->ranges_lock, which keeps the tree still without @all->lock: the
+ * walk may sleep.
  */
-void umn_range_insert(struct umn_file *file, struct umn_region *region)
+static int umn_ranges_full(struct umn_all_mm *all,
+			   const struct interval_tree_node *range,
+			   unsigned int limit,
+			   const struct interval_tree_node *except)
 {
-	struct umn_all_mm *all = file->all_mm;
+	unsigned long start = UMN_RANGE_START(range);
+	unsigned long last = UMN_RANGE_LAST(range);
+	unsigned int n = 0, kept, i, seen = 0;
+	struct interval_tree_node *other;
+	unsigned long *active;
+	int ret = 0;
 
-	spin_lock(&all->lock);
-	interval_tree_insert(&region->range, &all->ranges);
-	all->nr_ranges++;
-	umn_mark_in_flight(all, region, region->range.start,
-			   (u64)region->range.last + 1);
-	spin_unlock(&all->lock);
+	lockdep_assert_held(&all->ranges_lock);
+
+	for (other = umn_ranges_iter_first(&all->ranges, start, last);
+	     other && seen < limit;
+	     other = umn_ranges_iter_next(other, start, last))
+		seen += other != except;
+	if (seen < limit)
+		return 0;
+	/* Root may set an absurd max_overlap: ENOMEM, not a warning. */
+	active = kmalloc_array(limit, sizeof(*active),
+			       GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
+	if (!active)
+		return -ENOMEM;
+	for (other = umn_ranges_iter_first(&all->ranges, start, last);
+	     other && !ret;
+	     other = umn_ranges_iter_next(other, start, last)) {
+		unsigned long page = max(start, UMN_RANGE_START(other));
+
+		if (other == except)
+			continue;
+		for (i = 0, kept = 0; i < n; i++)
+			if (active[i] >= page)
+				active[kept++] = active[i];
+		n = kept;
+		active[n++] = UMN_RANGE_LAST(other);
+		if (n == limit)
+			ret = -ENOSPC;
+		/* The range may cover a million watches. */
+		cond_resched();
+	}
+	kfree(active);
+	return ret;
 }
 
 /*
- * Stop the started range watches @regions[0..@n): after this no callback
- * reaches them, and they may be freed at once.  Waits for one callback's
- * walk at most, once for them all (a file's teardown stops them by the
- * batch), rather than once each.
+ * Start @region, a range watch of [@start, @end), unless a page of it is
+ * under max_overlap range watches already (-ENOSPC), @except (a watch
+ * RESIZE moves) aside: publish to it from now on, and the invalidations
+ * in flight over it at once.  The file has joined; @region has its slot
+ * and first generation, which those publish past.
+ */
+int umn_range_insert(struct umn_file *file, struct umn_region *region,
+		     u64 start, u64 end, struct umn_region *except)
+{
+	unsigned int limit = READ_ONCE(max_overlap);
+	struct umn_all_mm *all = file->all_mm;
+	int ret = -ENOSPC;
+
+	region->range.start = start;
+	region->range.last = end - 1;
+	mutex_lock(&all->ranges_lock);
+	if (limit)
+		ret = umn_ranges_full(all, &region->range, limit,
+				      except ? &except->range : NULL);
+	if (!ret) {
+		spin_lock(&all->lock);
+		umn_ranges_insert(&region->range, &all->ranges);
+		all->nr_ranges++;
+		umn_mark_in_flight(all, region, start, end);
+		spin_unlock(&all->lock);
+	}
+	mutex_unlock(&all->ranges_lock);
+	return ret;
+}
+
+/*
+ * Stop the range watches @regions[0..@n): after this no callback reaches
+ * them, and they may be freed at once.  Waits for one callback's walk at
+ * most, once for them all (a file's teardown stops them by the batch),
+ * rather than once each; and for another file's max_overlap check of
+ * the address space.
  */
 void umn_range_remove(struct umn_file *file, struct umn_region **regions,
 		      unsigned int n)
@@ -608,11 +717,15 @@ void umn_range_remove(struct umn_file *file, struct umn_region **regions,
 
 	if (!n)
 		return;
+	mutex_lock(&all->ranges_lock);
 	spin_lock(&all->lock);
-	for (i = 0; i < n; i++)
-		interval_tree_remove(&regions[i]->range, &all->ranges);
+	for (i = 0; i < n; i++) {
+		umn_ranges_remove(&regions[i]->range, &all->ranges);
+		RB_CLEAR_NODE(&regions[i]->range.rb);
+	}
 	all->nr_ranges -= n;
 	spin_unlock(&all->lock);
+	mutex_unlock(&all->ranges_lock);
 }
 
 /* Join the notifier's files.  all_lock held, the file joined. */
