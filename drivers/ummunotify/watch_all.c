@@ -22,8 +22,11 @@
  * for all it does: recording an invalidation in flight and walking the
  * watches it overlaps (invalidate_range_start), forgetting it
  * (invalidate_range_end), the exit (release).  The ioctls take it to put
- * a watch in the tree or take it out.  Nothing sleeps, allocates or
- * touches user memory under it, so the callbacks never sleep, whether
+ * a watch in the tree or take it out, inside the tree's mutex
+ * (ranges_lock), which no callback takes: the max_overlap check reads
+ * the tree under the mutex alone, as it may sleep.  Nothing sleeps,
+ * allocates or touches user memory under the spinlock, so the callbacks
+ * never sleep, whether
  * mmu_notifier_range_blockable() or not (on PREEMPT_RT, where spinlocks
  * sleep, one may block behind a walk, as the core's own non-blockable
  * path does behind its spinlock: no holder waits for memory), and
