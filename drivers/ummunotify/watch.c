@@ -172,7 +172,7 @@ static bool umn_set_up(struct umn_file *file)
 	return smp_load_acquire(&file->set_up);
 }
 
-/* Arithmetic only: it runs with user access open (umn_get_watch()). */
+/* Arithmetic only: it runs with user access open (umn_get_watches()). */
 static __always_inline int umn_watch_range(struct umn_file *file,
 					   const struct ummunotify_watch *watch,
 					   u64 *start, u64 *end)
@@ -614,39 +614,49 @@ static bool umn_watching(struct umn_file *file)
 	return umn_set_up(file) && file->features & UMMUNOTIFY_FEATURE_WATCH;
 }
 
+/* A watch's range, checked (umn_watch_range()). */
+struct umn_range {
+	u64 start, end;
+};
+
 /*
- * Read a WATCH argument into @watch and check it, its range in *@start
- * and *@end; for WATCH (@writable), then write the result fields back as
- * they are, to tell whether the result can be written before anything
- * changes: one access to user memory for all (opening and closing it
- * costs a fence each), and no write for an argument refused.
+ * Read @n watches at @argp into @watches and check them, their ranges
+ * in @ranges; with @probe, then write their result fields back as they
+ * are, to tell whether the results can be written before anything
+ * changes.  One access to user memory for all (opening and closing it
+ * costs a fence each), and no write for an argument refused: -EFAULT for
+ * any of it unreadable first, then -EINVAL for the first watch refused,
+ * then -EFAULT for a result that cannot be written.
  */
-static int umn_get_watch(struct umn_file *file,
-			 struct ummunotify_watch __user *argp,
-			 struct ummunotify_watch *watch, bool *writable,
-			 u64 *start, u64 *end)
+static int umn_get_watches(struct umn_file *file,
+			   struct ummunotify_watch __user *argp, u32 n,
+			   bool probe, struct ummunotify_watch *watches,
+			   struct umn_range *ranges)
 {
-	int ret;
+	struct ummunotify_watch *w;
+	int ret = 0;
+	u32 i;
 
 	might_fault();
-	if (!user_access_begin(argp, sizeof(*argp)))
+	if (!user_access_begin(argp, (size_t)n * sizeof(*argp)))
 		return -EFAULT;
-	unsafe_get_user(watch->start, &argp->start, efault);
-	unsafe_get_user(watch->end, &argp->end, efault);
-	unsafe_get_user(watch->user_cookie, &argp->user_cookie, efault);
-	unsafe_get_user(watch->causes, &argp->causes, efault);
-	unsafe_get_user(watch->flags, &argp->flags, efault);
-	unsafe_get_user(watch->generation, &argp->generation, efault);
-	unsafe_get_user(watch->slot, &argp->slot, efault);
-	unsafe_get_user(watch->reserved, &argp->reserved, efault);
-	ret = umn_watch_range(file, watch, start, end);
-	if (!ret && writable) {
-		*writable = false;
-		unsafe_put_user(watch->generation, &argp->generation, done);
-		unsafe_put_user(watch->slot, &argp->slot, done);
-		*writable = true;
+	for (i = 0, w = watches; i < n; i++, w++) {
+		unsafe_get_user(w->start, &argp[i].start, efault);
+		unsafe_get_user(w->end, &argp[i].end, efault);
+		unsafe_get_user(w->user_cookie, &argp[i].user_cookie, efault);
+		unsafe_get_user(w->causes, &argp[i].causes, efault);
+		unsafe_get_user(w->flags, &argp[i].flags, efault);
+		unsafe_get_user(w->generation, &argp[i].generation, efault);
+		unsafe_get_user(w->slot, &argp[i].slot, efault);
+		unsafe_get_user(w->reserved, &argp[i].reserved, efault);
 	}
-done:
+	for (i = 0; !ret && i < n; i++)
+		ret = umn_watch_range(file, &watches[i], &ranges[i].start,
+				      &ranges[i].end);
+	for (i = 0, w = watches; !ret && probe && i < n; i++, w++) {
+		unsafe_put_user(w->generation, &argp[i].generation, efault);
+		unsafe_put_user(w->slot, &argp[i].slot, efault);
+	}
 	user_access_end();
 	return ret;
 efault:
@@ -717,26 +727,23 @@ int umn_watch(struct umn_file *file, struct ummunotify_watch __user *argp)
 {
 	struct ummunotify_watch watch;
 	struct umn_region *region;
-	bool writable = false;
-	u64 start, end;
+	struct umn_range range;
 	int ret;
 
-	ret = umn_get_watch(file, argp, &watch, &writable, &start, &end);
 	/* Fail on an unwritable result now, before anything changes. */
-	if (!ret && !writable)
-		ret = -EFAULT;
+	ret = umn_get_watches(file, argp, 1, true, &watch, &range);
 	if (ret)
 		return ret;
 	watch.slot = UMMUNOTIFY_NO_SLOT;
-	region = umn_make(file, &watch, start, end);
+	region = umn_make(file, &watch, range.start, range.end);
 	ret = PTR_ERR_OR_ZERO(region);
 	if (!ret) {
 		if (umn_put_result(argp, &watch))
 			ret = -EFAULT;
 		umn_finish(file, region, ret, true);
 	}
-	trace_ummunotify_register(watch.user_cookie, start, end, watch.slot,
-				  ret);
+	trace_ummunotify_register(watch.user_cookie, range.start, range.end,
+				  watch.slot, ret);
 	return ret;
 }
 
@@ -763,10 +770,10 @@ int umn_resize(struct umn_file *file, struct ummunotify_watch __user *argp)
 {
 	struct umn_region *old, *new;
 	struct ummunotify_watch watch;
-	u64 start, end;
+	struct umn_range range;
 	int ret;
 
-	ret = umn_get_watch(file, argp, &watch, NULL, &start, &end);
+	ret = umn_get_watches(file, argp, 1, false, &watch, &range);
 	if (ret)
 		return ret;
 	/* A whole-address-space watch is one of its own, never moved. */
@@ -797,7 +804,7 @@ int umn_resize(struct umn_file *file, struct ummunotify_watch __user *argp)
 		watch.generation = new->slot == UMMUNOTIFY_NO_SLOT ? 0 :
 				   file->generations[new->slot];
 		spin_unlock(&file->lock);
-		ret = umn_range_insert(file, new, start, end, old);
+		ret = umn_range_insert(file, new, range.start, range.end, old);
 		if (ret) {
 			umn_free_region(file, new);
 			new = ERR_PTR(ret);
@@ -821,7 +828,8 @@ int umn_resize(struct umn_file *file, struct ummunotify_watch __user *argp)
 	if (IS_ERR(new))
 		return PTR_ERR(new);
 	umn_destroy(file, old, true);
-	trace_ummunotify_register(watch.user_cookie, start, end, watch.slot,
+	trace_ummunotify_register(watch.user_cookie, range.start, range.end,
+				  watch.slot,
 				  0);
 	return copy_to_user(argp, &watch, sizeof(watch)) ? -EFAULT : 0;
 }
@@ -923,9 +931,7 @@ static int umn_unwatch_all(struct umn_file *file, const u64 *cookies, u32 n,
 struct umn_batch {
 	u64 *cookies;
 	struct ummunotify_watch *watches;
-	struct umn_range {
-		u64 start, end;
-	} *ranges;
+	struct umn_range *ranges;
 	struct umn_region **regions;
 	void *allocated;
 	u64 small[16];
@@ -958,51 +964,6 @@ static int umn_batch_alloc(struct umn_batch *batch, u32 nr_unwatch,
 }
 
 /*
- * Read @n watches at @watches into @batch and check them; with @probe,
- * then write their result fields back as they are, to tell whether the
- * results can be written before anything changes.  One access to user
- * memory for the array: -EFAULT for any of it unreadable first, then
- * -EINVAL for the first watch refused, then -EFAULT for a result that
- * cannot be written.
- */
-static int umn_batch_get_watches(struct umn_file *file,
-				 struct ummunotify_watch __user *watches,
-				 u32 n, bool probe, struct umn_batch *batch)
-{
-	struct ummunotify_watch *w;
-	int ret = 0;
-	u32 i;
-
-	might_fault();
-	if (!user_access_begin(watches, (size_t)n * sizeof(*watches)))
-		return -EFAULT;
-	for (i = 0, w = batch->watches; i < n; i++, w++) {
-		unsafe_get_user(w->start, &watches[i].start, efault);
-		unsafe_get_user(w->end, &watches[i].end, efault);
-		unsafe_get_user(w->user_cookie, &watches[i].user_cookie,
-				efault);
-		unsafe_get_user(w->causes, &watches[i].causes, efault);
-		unsafe_get_user(w->flags, &watches[i].flags, efault);
-		unsafe_get_user(w->generation, &watches[i].generation, efault);
-		unsafe_get_user(w->slot, &watches[i].slot, efault);
-		unsafe_get_user(w->reserved, &watches[i].reserved, efault);
-	}
-	for (i = 0; !ret && i < n; i++)
-		ret = umn_watch_range(file, &batch->watches[i],
-				      &batch->ranges[i].start,
-				      &batch->ranges[i].end);
-	for (i = 0, w = batch->watches; !ret && probe && i < n; i++, w++) {
-		unsafe_put_user(w->generation, &watches[i].generation, efault);
-		unsafe_put_user(w->slot, &watches[i].slot, efault);
-	}
-	user_access_end();
-	return ret;
-efault:
-	user_access_end();
-	return -EFAULT;
-}
-
-/*
  * Copy in what @v (its counts checked) points at, and fail on anything
  * wrong now, before anything changes: the watches' arguments are
  * checked, and, with unwatches, where the results go is tried (results
@@ -1020,8 +981,8 @@ static int umn_batch_get(struct umn_file *file,
 	if (copy_from_user(batch->cookies, u64_to_user_ptr(v->unwatch),
 			   (size_t)v->nr_unwatch * sizeof(u64)))
 		return -EFAULT;
-	return umn_batch_get_watches(file, u64_to_user_ptr(v->watch),
-				     v->nr_watch, v->nr_unwatch, batch);
+	return umn_get_watches(file, u64_to_user_ptr(v->watch), v->nr_watch,
+			       v->nr_unwatch, batch->watches, batch->ranges);
 }
 
 /*
