@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: GPL-2.0
 # shellcheck shell=sh
-# Sourced by debug-kernel, vm-run and the scripts that make guests' systems.  Kernel builds, initramfs images and the
-# KVM probe result live outside the repository, so that a fresh clone or a
-# "git clean" does not throw away a twelve-minute kernel build.
+# Sourced by debug-kernel, vm-run and the scripts that make guests'
+# systems.  Kernel builds, initramfs images and the KVM probe result live
+# outside the repository, so that a fresh clone or a "git clean" does not
+# throw away a twelve-minute kernel build.
 
 # Where the cache may be: $UMMUNOTIFY_CACHE, else a system-wide directory,
 # else the user's cache when the system one is not writable.
