@@ -964,6 +964,28 @@ static int umn_batch_alloc(struct umn_batch *batch, u32 nr_unwatch,
 }
 
 /*
+ * Read @n cookies at @argp into @cookies in one access to user memory:
+ * for the usual one or few, cheaper than copy_from_user()'s string copy.
+ */
+static int umn_get_cookies(const u64 __user *argp, u32 n, u64 *cookies)
+{
+	u32 i;
+
+	if (!n)
+		return 0;
+	might_fault();
+	if (!user_access_begin(argp, (size_t)n * sizeof(*argp)))
+		return -EFAULT;
+	for (i = 0; i < n; i++)
+		unsafe_get_user(cookies[i], &argp[i], efault);
+	user_access_end();
+	return 0;
+efault:
+	user_access_end();
+	return -EFAULT;
+}
+
+/*
  * Copy in what @v (its counts checked) points at, and fail on anything
  * wrong now, before anything changes: the watches' arguments are
  * checked, and, with unwatches, where the results go is tried (results
@@ -978,9 +1000,10 @@ static int umn_batch_get(struct umn_file *file,
 	ret = umn_batch_alloc(batch, v->nr_unwatch, v->nr_watch);
 	if (ret)
 		return ret;
-	if (copy_from_user(batch->cookies, u64_to_user_ptr(v->unwatch),
-			   (size_t)v->nr_unwatch * sizeof(u64)))
-		return -EFAULT;
+	ret = umn_get_cookies(u64_to_user_ptr(v->unwatch), v->nr_unwatch,
+			      batch->cookies);
+	if (ret)
+		return ret;
 	return umn_get_watches(file, u64_to_user_ptr(v->watch), v->nr_watch,
 			       v->nr_unwatch, batch->watches, batch->ranges);
 }
