@@ -187,8 +187,9 @@ static __always_inline int umn_watch_range(struct umn_file *file,
 		*end = file->task_size;
 		return 0;
 	}
-	*start = watch->start;
-	*end = watch->end;
+	/* As the mm system calls take them (arm64's top-byte tags). */
+	*start = untagged_addr(watch->start);
+	*end = untagged_addr(watch->end);
 	return umn_check_range(file, *start, *end);
 }
 
@@ -551,6 +552,9 @@ int umn_register(struct umn_file *file,
 
 	if (copy_from_user(&args, argp, sizeof(args)))
 		return -EFAULT;
+	/* As umn_watch_range() takes them; reports give them untagged. */
+	args.start = untagged_addr(args.start);
+	args.end = untagged_addr(args.end);
 	ret = umn_check_range(file, args.start, args.end);
 	/* Refused below too, should a SETUP come meanwhile. */
 	if (!ret && (args.flags || args.reserved) && umn_set_up(file))

@@ -565,6 +565,25 @@ TEST_F(native, munmap_changes_the_generation_before_it_returns)
 			       p, ps, 1, w.slot));
 }
 
+/* arm64's top-byte tags (MTE, HWASan): taken off, as munmap() does. */
+TEST_F(native, a_tagged_range_is_watched_untagged)
+{
+#ifdef __aarch64__
+	char *p = self->buf + ps;
+	void *tagged = (void *)((uintptr_t)p | 0x2aUL << 56);
+	struct ummunotify_watch w;
+
+	w = watch_range(_metadata, self->u.fd, tagged, ps, 1, 0);
+	ASSERT_EQ(0, munmap(tagged, ps));
+	EXPECT_NE(w.generation, gen_of(&self->u, w.slot));
+	EXPECT_EQ(gen_of(&self->u, w.slot),
+		  expect_event(_metadata, &self->u, UMMUNOTIFY_CAUSE_UNMAP,
+			       p, ps, 1, w.slot));
+#else
+	SKIP(return, "no address tags on this architecture");
+#endif
+}
+
 TEST_F(native, madvise_dontneed_changes_the_generation_before_it_returns)
 {
 	struct ummunotify_watch w;
