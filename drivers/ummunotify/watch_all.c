@@ -26,12 +26,12 @@
  * (ranges_lock), which no callback takes: the max_overlap check reads
  * the tree under the mutex alone, as it may sleep.  Nothing sleeps,
  * allocates or touches user memory under the spinlock, so the callbacks
- * never sleep, whether
- * mmu_notifier_range_blockable() or not (on PREEMPT_RT, where spinlocks
- * sleep, one may block behind a walk, as the core's own non-blockable
- * path does behind its spinlock: no holder waits for memory), and
+ * never sleep, whether mmu_notifier_range_blockable() or not, and
  * whoever takes it waits for at most one callback's walk, never for the
- * address space's invalidations to end.  The lock is the only pairing
+ * address space's invalidations to end.  (On PREEMPT_RT, where a
+ * spinlock sleeps, the OOM reaper's non-blockable start, which the core
+ * runs under non_block_start(), may block behind a walk, and warns with
+ * CONFIG_DEBUG_ATOMIC_SLEEP.)  The lock is the only pairing
  * needed:
  *
  *  - A watch goes in under the lock, before or after an invalidation's
@@ -624,20 +624,22 @@ void umn_mm_leave(struct umn_file *file)
  * already, @except aside.  The watches over it come by increasing first
  * page: at each, the ones still over its first page in the range are
  * @active (their last addresses); when @limit are, that page is full.
- * Fewer than @limit watches over the range in all need no array.  Under
+ * Fewer than @limit watches over the range in all need no array; more
+ * need @active, of @limit entries: -EAGAIN without it.  Under
  * @all->ranges_lock, which keeps the tree still without @all->lock: the
- * walk may sleep.
+ * walk may sleep.  It ends on a fatal signal (-EINTR), as teardowns may
+ * be waiting for the mutex.
  */
 static int umn_ranges_full(struct umn_all_mm *all,
 			   const struct interval_tree_node *range,
 			   unsigned int limit,
-			   const struct interval_tree_node *except)
+			   const struct interval_tree_node *except,
+			   unsigned long *active)
 {
 	unsigned long start = UMN_RANGE_START(range);
 	unsigned long last = UMN_RANGE_LAST(range);
 	unsigned int n = 0, kept, i, seen = 0;
 	struct interval_tree_node *other;
-	unsigned long *active;
 	int ret = 0;
 
 	lockdep_assert_held(&all->ranges_lock);
@@ -648,11 +650,8 @@ static int umn_ranges_full(struct umn_all_mm *all,
 		seen += other != except;
 	if (seen < limit)
 		return 0;
-	/* Root may set an absurd max_overlap: ENOMEM, not a warning. */
-	active = kmalloc_array(limit, sizeof(*active),
-			       GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
 	if (!active)
-		return -ENOMEM;
+		return -EAGAIN;
 	for (other = umn_ranges_iter_first(&all->ranges, start, last);
 	     other && !ret;
 	     other = umn_ranges_iter_next(other, start, last)) {
@@ -668,9 +667,10 @@ static int umn_ranges_full(struct umn_all_mm *all,
 		if (n == limit)
 			ret = -ENOSPC;
 		/* The range may cover a million watches. */
+		if (fatal_signal_pending(current))
+			ret = -EINTR;
 		cond_resched();
 	}
-	kfree(active);
 	return ret;
 }
 
@@ -679,21 +679,40 @@ static int umn_ranges_full(struct umn_all_mm *all,
  * under max_overlap range watches already (-ENOSPC), @except (a watch
  * RESIZE moves) aside: publish to it from now on, and the invalidations
  * in flight over it at once.  The file has joined; @region has its slot
- * and first generation, which those publish past.
+ * and first generation, which those publish past.  -ENOMEM, or -EINTR
+ * on a fatal signal, change nothing either.
  */
 int umn_range_insert(struct umn_file *file, struct umn_region *region,
 		     u64 start, u64 end, struct umn_region *except)
 {
 	unsigned int limit = READ_ONCE(max_overlap);
 	struct umn_all_mm *all = file->all_mm;
-	int ret = -ENOSPC;
+	unsigned long *active = NULL;
+	int ret;
 
 	region->range.start = start;
 	region->range.last = end - 1;
-	mutex_lock(&all->ranges_lock);
-	if (limit)
-		ret = umn_ranges_full(all, &region->range, limit,
-				      except ? &except->range : NULL);
+again:
+	/* Killable: another file's check may be walking many watches. */
+	ret = mutex_lock_killable(&all->ranges_lock);
+	if (ret)
+		goto out;
+	ret = limit ? umn_ranges_full(all, &region->range, limit,
+				      except ? &except->range : NULL, active) :
+		      -ENOSPC;
+	if (ret == -EAGAIN) {
+		/*
+		 * Not under the mutex, which teardowns wait for: reclaim
+		 * may take long.  Root may set an absurd max_overlap:
+		 * ENOMEM, not a warning.
+		 */
+		mutex_unlock(&all->ranges_lock);
+		active = kmalloc_array(limit, sizeof(*active),
+				       GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
+		if (!active)
+			return -ENOMEM;
+		goto again;
+	}
 	if (!ret) {
 		spin_lock(&all->lock);
 		umn_ranges_insert(&region->range, &all->ranges);
@@ -702,6 +721,8 @@ int umn_range_insert(struct umn_file *file, struct umn_region *region,
 		spin_unlock(&all->lock);
 	}
 	mutex_unlock(&all->ranges_lock);
+out:
+	kfree(active);
 	return ret;
 }
 
@@ -710,7 +731,9 @@ int umn_range_insert(struct umn_file *file, struct umn_region *region,
  * them, and they may be freed at once.  Waits for one callback's walk at
  * most, once for them all (a file's teardown stops them by the batch),
  * rather than once each; and for another file's max_overlap check of
- * the address space.
+ * the address space: one walk of the watches over a range, which
+ * allocates nothing under the mutex and ends on its caller's fatal
+ * signal.
  */
 void umn_range_remove(struct umn_file *file, struct umn_region **regions,
 		      unsigned int n)
