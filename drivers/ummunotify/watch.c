@@ -384,12 +384,10 @@ out_free:
 
 /*
  * Start @region, a whole-address-space watch (a range watch started in
- * umn_reserve()).  Without regions_lock: joining the notifier's files
- * may register the notifier, which takes mmap_lock and every rmap lock,
- * and gives up on a signal (-ERESTARTSYS: nothing changed).  Never waits
- * for invalidations: those in flight, which did not see @region, are
- * published to it at once, so that whatever user space pinned is found
- * changed when it checks.
+ * umn_reserve()), in the notifier's files: the file joined the notifier
+ * before it was made.  Never waits for invalidations: those in flight,
+ * which did not see @region, are published to it at once, so that
+ * whatever user space pinned is found changed when it checks.
  */
 static int umn_start(struct umn_file *file, struct umn_region *region)
 {
@@ -641,6 +639,8 @@ static int umn_get_watches(struct umn_file *file,
 	int ret = 0;
 	u32 i;
 
+	if (!n)
+		return 0;
 	might_fault();
 	if (!user_access_begin(argp, (size_t)n * sizeof(*argp)))
 		return -EFAULT;
@@ -670,8 +670,9 @@ efault:
 
 /*
  * Make a watch of [@start, @end) as @watch asks, its slot and generation
- * written back there.  It stays pending (see umn_finish()) until the
- * caller has handed the result back.
+ * written back there, in a file set up to watch (umn_watching()).  It
+ * stays pending (see umn_finish()) until the caller has handed the
+ * result back.
  */
 static struct umn_region *umn_make(struct umn_file *file,
 				   struct ummunotify_watch *watch,
@@ -681,18 +682,14 @@ static struct umn_region *umn_make(struct umn_file *file,
 	struct umn_region *region;
 	int ret;
 
-	/* Set up to watch, a file stays so (see umn_watching()). */
-	if (!umn_watching(file))
-		return ERR_PTR(-EINVAL);
 	/*
-	 * A range watch goes in the notifier's tree when made: join the
-	 * notifier first, where a signal changes nothing.
+	 * A range watch goes in the notifier's tree when made, a
+	 * whole-address-space one in its files: join the notifier first,
+	 * where a signal changes nothing.
 	 */
-	if (!all) {
-		ret = umn_mm_join(file);
-		if (ret)
-			return ERR_PTR(ret);
-	}
+	ret = umn_mm_join(file);
+	if (ret)
+		return ERR_PTR(ret);
 	mutex_lock(&file->regions_lock);
 	region = umn_reserve(file, watch->user_cookie,
 			     watch->causes ?: UMMUNOTIFY_CAUSES_DEFAULT, all,
@@ -732,12 +729,18 @@ int umn_watch(struct umn_file *file, struct ummunotify_watch __user *argp)
 	struct ummunotify_watch watch;
 	struct umn_region *region;
 	struct umn_range range;
+	bool watching = umn_watching(file);
 	int ret;
 
-	/* Fail on an unwritable result now, before anything changes. */
-	ret = umn_get_watches(file, argp, 1, true, &watch, &range);
+	/*
+	 * Fail on an unwritable result now, before anything changes; a
+	 * file that cannot watch is refused without a write.
+	 */
+	ret = umn_get_watches(file, argp, 1, watching, &watch, &range);
 	if (ret)
 		return ret;
+	if (!watching)
+		return -EINVAL;
 	watch.slot = UMMUNOTIFY_NO_SLOT;
 	region = umn_make(file, &watch, range.start, range.end);
 	ret = PTR_ERR_OR_ZERO(region);
@@ -781,15 +784,14 @@ int umn_resize(struct umn_file *file, struct ummunotify_watch __user *argp)
 	if (ret)
 		return ret;
 	/* A whole-address-space watch is one of its own, never moved. */
-	if (watch.flags & UMMUNOTIFY_WATCH_ALL)
+	if (watch.flags & UMMUNOTIFY_WATCH_ALL || !umn_watching(file))
 		return -EINVAL;
 	/* The result goes back after the change: fail on it now. */
 	if (copy_to_user(argp, &watch, sizeof(watch)))
 		return -EFAULT;
 
 	mutex_lock(&file->regions_lock);
-	old = !umn_watching(file) ? ERR_PTR(-EINVAL) :
-	      umn_find_watch(file, watch.user_cookie);
+	old = umn_find_watch(file, watch.user_cookie);
 	if (!IS_ERR(old) && old->all)
 		old = ERR_PTR(-EINVAL);
 	new = IS_ERR(old) ? old :
@@ -884,18 +886,17 @@ static bool umn_cookie_taken(struct umn_file *file, u64 cookie,
 /*
  * Unregister the watches of @cookies, all or none, for a WATCHV whose
  * @watches come next: an unknown cookie (EINVAL), one given twice
- * (EINVAL), one whose WATCH or RESIZE runs (EBUSY), a file that cannot
- * watch or a watch cookie that would be taken (EINVAL) change nothing.
+ * (EINVAL), one whose WATCH runs (EBUSY) or a watch cookie that would
+ * be taken (EINVAL) change nothing.
  */
 static int umn_unwatch_all(struct umn_file *file, const u64 *cookies, u32 n,
 			   struct umn_region **regions,
 			   const struct ummunotify_watch *watches, u32 nr_watch)
 {
-	int ret;
+	int ret = 0;
 	u32 i, j;
 
 	mutex_lock(&file->regions_lock);
-	ret = umn_watching(file) ? 0 : -EINVAL;
 	for (i = 0; !ret && i < n; i++) {
 		regions[i] = umn_find_watch(file, cookies[i]);
 		if (IS_ERR(regions[i])) {
@@ -1009,7 +1010,8 @@ static int umn_batch_get(struct umn_file *file,
 	if (ret)
 		return ret;
 	return umn_get_watches(file, u64_to_user_ptr(v->watch), v->nr_watch,
-			       v->nr_unwatch, batch->watches, batch->ranges);
+			       v->nr_unwatch && umn_watching(file),
+			       batch->watches, batch->ranges);
 }
 
 /*
@@ -1065,7 +1067,7 @@ int umn_watchv(struct umn_file *file, struct ummunotify_watchv __user *argp)
 	struct umn_batch batch;
 	struct ummunotify_watchv v;
 	struct ummunotify_watch *w;
-	bool faulted = false, held;
+	bool faulted = false, unwatched = false, held;
 	u32 i, made = 0;
 	int ret;
 
@@ -1074,10 +1076,13 @@ int umn_watchv(struct umn_file *file, struct ummunotify_watchv __user *argp)
 		return ret;
 	results = u64_to_user_ptr(v.watch);
 	ret = umn_batch_get(file, &v, &batch);
+	if (!ret && !umn_watching(file))
+		ret = -EINVAL;
 	/*
 	 * Joining the address space's notifier can take a signal: do it
 	 * while nothing changed, so that the call starts again unseen.
-	 * After it no watch of the batch waits for anything.
+	 * After it a watch of the batch waits only for another's
+	 * max_overlap walk, which only a fatal signal ends.
 	 */
 	if (!ret && v.nr_watch)
 		ret = umn_mm_join(file);
@@ -1086,10 +1091,12 @@ int umn_watchv(struct umn_file *file, struct ummunotify_watchv __user *argp)
 		ret = umn_all_hold(file);
 		held = !ret;
 	}
-	if (!ret)
+	if (!ret) {
 		ret = umn_unwatch_all(file, batch.cookies, v.nr_unwatch,
 				      batch.regions, batch.watches,
 				      v.nr_watch);
+		unwatched = !ret && v.nr_unwatch;
+	}
 	for (i = 0; !ret && i < v.nr_watch; i++) {
 		w = &batch.watches[i];
 		w->slot = UMMUNOTIFY_NO_SLOT;
@@ -1108,11 +1115,11 @@ int umn_watchv(struct umn_file *file, struct ummunotify_watchv __user *argp)
 		umn_all_unhold(file);
 	/*
 	 * Hand the results back; should that fault, no watch stays (the
-	 * unwatches do) and done reads 0 as umn_batch_get() left it.
+	 * unwatches do) and done reads 0 as umn_read_watchv() left it.
 	 */
 	for (i = 0; i < made && !faulted; i++)
 		faulted = umn_put_result(&results[i], &batch.watches[i]);
-	if (!faulted && put_user(made, &argp->done))
+	if (made && !faulted && put_user(made, &argp->done))
 		faulted = true;
 	for (i = 0; i < made; i++)
 		umn_finish(file, batch.regions[i], faulted ? -EFAULT : 0, true);
@@ -1123,7 +1130,7 @@ int umn_watchv(struct umn_file *file, struct ummunotify_watchv __user *argp)
 	 * should take a signal after; should one, a restart would find the
 	 * cookies gone.
 	 */
-	if (ret == -ERESTARTSYS && (v.nr_unwatch || made))
+	if (ret == -ERESTARTSYS && (unwatched || made))
 		ret = -EINTR;
 	kvfree(batch.allocated);
 	return ret;

@@ -795,19 +795,15 @@ static void umn_all_unlink(struct umn_file *file)
 }
 
 /*
- * Start reporting to @region.  Called by the owner without regions_lock:
- * joining may take mmap_lock and every lock of the address space's rmaps.
- * Never waits for invalidations: those in flight, which did not see
- * @region, are published to it at once.
+ * Start reporting to @region, the file joined to the notifier.  Never
+ * waits for invalidations: those in flight, which did not see @region,
+ * are published to it at once.
  */
 int umn_all_start(struct umn_file *file, struct umn_region *region)
 {
 	struct umn_all_mm *all;
-	int ret;
+	int ret = 0;
 
-	ret = umn_mm_join(file);
-	if (ret)
-		return ret;
 	mutex_lock(&file->all_lock);
 	if (file->nr_all >= UMN_MAX_ALL)
 		ret = -ENOSPC;
@@ -832,14 +828,12 @@ int umn_all_start(struct umn_file *file, struct umn_region *region)
 /*
  * Join the notifier's files for a WATCHV to come, before it changes
  * anything: its whole-address-space watches then cannot fail to join.
+ * The file joined to the notifier.
  */
 int umn_all_hold(struct umn_file *file)
 {
-	int ret;
+	int ret = 0;
 
-	ret = umn_mm_join(file);
-	if (ret)
-		return ret;
 	mutex_lock(&file->all_lock);
 	if (!file->all_joined)
 		ret = umn_all_link(file);

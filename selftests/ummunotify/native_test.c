@@ -1466,6 +1466,18 @@ TEST_F(native, watchv_changes_nothing_on_a_bad_argument)
 	EXPECT_EQ(1, fdinfo(self->u.fd, "regions"));
 }
 
+/* Empty arrays are not read: their pointers may be anything. */
+TEST_F(native, watchv_reads_no_empty_array)
+{
+	struct ummunotify_watchv v = {
+		.unwatch = (__u64)-4096,
+		.watch = (__u64)-4096,
+	};
+
+	EXPECT_EQ(0, uioctl(self->u.fd, UMMUNOTIFY_WATCHV, &v));
+	EXPECT_EQ(0U, v.done);
+}
+
 /* A watch cookie in use, or given twice, fails before any unwatch. */
 TEST_F(native, watchv_checks_the_watch_cookies_before_unwatching)
 {
