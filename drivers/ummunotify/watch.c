@@ -756,7 +756,7 @@ int umn_watch(struct umn_file *file, struct ummunotify_watch __user *argp)
 
 /*
  * Find the watch of @cookie for UNREGISTER or RESIZE: EINVAL if there is
- * none, EBUSY while another thread's WATCH or RESIZE of it runs.
+ * none, EBUSY while the WATCH, WATCHV or REGISTER that makes it runs.
  */
 static struct umn_region *umn_find_watch(struct umn_file *file, u64 cookie)
 {

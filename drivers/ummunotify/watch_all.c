@@ -29,10 +29,10 @@
  * never sleep, whether mmu_notifier_range_blockable() or not, and
  * whoever takes it waits for at most one callback's walk, never for the
  * address space's invalidations to end.  (On PREEMPT_RT, where a
- * spinlock sleeps, the OOM reaper's non-blockable start, which the core
- * runs under non_block_start(), may block behind a walk, and warns with
- * CONFIG_DEBUG_ATOMIC_SLEEP.)  The lock is the only pairing
- * needed:
+ * spinlock is a sleeping lock, the OOM reaper's non-blockable start,
+ * which the core runs under non_block_start(), may block behind a walk,
+ * and with CONFIG_DEBUG_ATOMIC_SLEEP warns whenever it takes the lock.)
+ * The lock is the only pairing needed:
  *
  *  - A watch goes in under the lock, before or after an invalidation's
  *    start.  Before: the start callback finds it in the tree and
@@ -646,8 +646,13 @@ static int umn_ranges_full(struct umn_all_mm *all,
 
 	for (other = umn_ranges_iter_first(&all->ranges, start, last);
 	     other && seen < limit;
-	     other = umn_ranges_iter_next(other, start, last))
+	     other = umn_ranges_iter_next(other, start, last)) {
 		seen += other != except;
+		/* Root may set max_overlap to millions. */
+		if (fatal_signal_pending(current))
+			return -EINTR;
+		cond_resched();
+	}
 	if (seen < limit)
 		return 0;
 	if (!active)
