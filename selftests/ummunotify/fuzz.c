@@ -1135,8 +1135,33 @@ static void check_regions(struct thread *t, struct ufile *f, int fi)
 		     n);
 }
 
+/*
+ * An address as the kernel takes it (untagged_addr()): arm64's top-byte
+ * tag goes, unless bit 55 says a kernel address.
+ */
+static uint64_t untagged(uint64_t a)
+{
+#ifdef __aarch64__
+	return a & 1ULL << 55 ? a : a & ((1ULL << 56) - 1);
+#else
+	return a;
+#endif
+}
+
+/* An address as a caller may give it: on arm64, sometimes tagged. */
+static uint64_t tagged(struct thread *t, uint64_t a)
+{
+#ifdef __aarch64__
+	if (!(a & 1ULL << 55) && chance(&t->r, 10))
+		return a | below(&t->r, 256) << 56;
+#else
+	(void)t;
+#endif
+	return a;
+}
+
 /* Ranges a watch or registration may ask for, mostly in the span. */
-static void pick_range(struct thread *t, uint64_t *start, uint64_t *end)
+static void pick_any_range(struct thread *t, uint64_t *start, uint64_t *end)
 {
 	uint64_t base = (uintptr_t)t->span, a, len;
 
@@ -1183,6 +1208,14 @@ static void pick_range(struct thread *t, uint64_t *start, uint64_t *end)
 		}
 		return;
 	}
+}
+
+/* A range as the kernel takes it; tagged() makes an argument of it. */
+static void pick_range(struct thread *t, uint64_t *start, uint64_t *end)
+{
+	pick_any_range(t, start, end);
+	*start = untagged(*start);
+	*end = untagged(*end);
 }
 
 static bool range_ok(uint64_t start, uint64_t end)
@@ -1316,8 +1349,8 @@ static void op_watch(struct thread *t)
 	if (is_private(f))
 		regions = fdinfo(f->fd, "regions");
 	if (native) {
-		wa.start = start;
-		wa.end = end;
+		wa.start = tagged(t, start);
+		wa.end = tagged(t, end);
 		wa.user_cookie = cookie;
 		wa.causes = chance(&t->r, 70) ? 0 :
 			    chance(&t->r, 90) ? (__u32)below(&t->r, 64) :
@@ -1338,8 +1371,8 @@ static void op_watch(struct thread *t)
 			errs |= E(EFAULT);
 		arg = place_arg(t, pl, &wa, sizeof(wa));
 	} else {
-		ra.start = start;
-		ra.end = end;
+		ra.start = tagged(t, start);
+		ra.end = tagged(t, end);
 		ra.user_cookie = cookie;
 		/*
 		 * The 2010 kernel ignored flags and reserved, and Open MPI
@@ -1543,8 +1576,8 @@ static void op_resize(struct thread *t)
 		return;
 	}
 	pick_range(t, &start, &end);
-	wa.start = start;
-	wa.end = end;
+	wa.start = tagged(t, start);
+	wa.end = tagged(t, end);
 	wa.user_cookie = w && chance(&t->r, 90) ? cookie_of(t, i)
 						: cookie_of(t, t->nr_w + 7);
 	wa.causes = chance(&t->r, 80) ? 0 : (__u32)below(&t->r, 64);
@@ -2740,8 +2773,8 @@ static void op_shared(struct thread *t)
 	if (!f)
 		return;
 	pick_range(t, &start, &end);
-	w.start = start;
-	w.end = end;
+	w.start = tagged(t, start);
+	w.end = tagged(t, end);
 	w.user_cookie = SHARED_COOKIE + below(&t->r, SHARED_COOKIES);
 	switch (below(&t->r, 4)) {
 	case 0:
