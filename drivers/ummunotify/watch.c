@@ -783,8 +783,11 @@ int umn_resize(struct umn_file *file, struct ummunotify_watch __user *argp)
 	ret = umn_get_watches(file, argp, 1, false, &watch, &range);
 	if (ret)
 		return ret;
-	/* A whole-address-space watch is one of its own, never moved. */
-	if (watch.flags & UMMUNOTIFY_WATCH_ALL || !umn_watching(file))
+	/*
+	 * A file that cannot watch has nothing to move; a whole-address-
+	 * space watch is one of its own, never moved.
+	 */
+	if (!umn_watching(file) || watch.flags & UMMUNOTIFY_WATCH_ALL)
 		return -EINVAL;
 	/* The result goes back after the change: fail on it now. */
 	if (copy_to_user(argp, &watch, sizeof(watch)))
@@ -993,11 +996,12 @@ efault:
 /*
  * Copy in what @v (its counts checked) points at, and fail on anything
  * wrong now, before anything changes: the watches' arguments are
- * checked, and, with unwatches, where the results go is tried (results
- * that cannot be written undo the watches, not the unwatches).
+ * checked, and, with unwatches in a file that is @watching, where the
+ * results go is tried (results that cannot be written undo the watches,
+ * not the unwatches).
  */
 static int umn_batch_get(struct umn_file *file,
-			 const struct ummunotify_watchv *v,
+			 const struct ummunotify_watchv *v, bool watching,
 			 struct umn_batch *batch)
 {
 	int ret;
@@ -1010,8 +1014,8 @@ static int umn_batch_get(struct umn_file *file,
 	if (ret)
 		return ret;
 	return umn_get_watches(file, u64_to_user_ptr(v->watch), v->nr_watch,
-			       v->nr_unwatch && umn_watching(file),
-			       batch->watches, batch->ranges);
+			       v->nr_unwatch && watching, batch->watches,
+			       batch->ranges);
 }
 
 /*
@@ -1067,6 +1071,7 @@ int umn_watchv(struct umn_file *file, struct ummunotify_watchv __user *argp)
 	struct umn_batch batch;
 	struct ummunotify_watchv v;
 	struct ummunotify_watch *w;
+	bool watching = umn_watching(file);
 	bool faulted = false, unwatched = false, held;
 	u32 i, made = 0;
 	int ret;
@@ -1075,8 +1080,8 @@ int umn_watchv(struct umn_file *file, struct ummunotify_watchv __user *argp)
 	if (ret)
 		return ret;
 	results = u64_to_user_ptr(v.watch);
-	ret = umn_batch_get(file, &v, &batch);
-	if (!ret && !umn_watching(file))
+	ret = umn_batch_get(file, &v, watching, &batch);
+	if (!ret && !watching)
 		ret = -EINVAL;
 	/*
 	 * Joining the address space's notifier can take a signal: do it
