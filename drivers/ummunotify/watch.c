@@ -1019,10 +1019,11 @@ static int umn_batch_get(struct umn_file *file,
 }
 
 /*
- * Read a WATCHV argument and check it, then write its done back as 0
- * (the value it must hold), so that a count that cannot be written fails
- * before anything changes: one access to user memory for both, and no
- * write for an argument refused.
+ * Read a WATCHV argument and check it, then write its done as nr_watch,
+ * what it reads when all goes well: a count that cannot be written fails
+ * before anything changes, and a call that makes every watch writes the
+ * argument no more.  One access to user memory for both, and no write
+ * for an argument refused.
  */
 static int umn_read_watchv(struct ummunotify_watchv __user *argp,
 			   struct ummunotify_watchv *v)
@@ -1041,7 +1042,7 @@ static int umn_read_watchv(struct ummunotify_watchv __user *argp,
 		user_access_end();
 		return -EINVAL;
 	}
-	unsafe_put_user(0, &argp->done, efault);
+	unsafe_put_user(v->nr_watch, &argp->done, efault);
 	user_access_end();
 	return 0;
 efault:
@@ -1120,12 +1121,14 @@ int umn_watchv(struct umn_file *file, struct ummunotify_watchv __user *argp)
 		umn_all_unhold(file);
 	/*
 	 * Hand the results back; should that fault, no watch stays (the
-	 * unwatches do) and done reads 0 as umn_read_watchv() left it.
+	 * unwatches do).  done reads nr_watch (umn_read_watchv()) unless
+	 * fewer watches stay: then it is written again, and if it cannot
+	 * be, the watches made do not stay either.
 	 */
 	for (i = 0; i < made && !faulted; i++)
 		faulted = umn_put_result(&results[i], &batch.watches[i]);
-	if (made && !faulted && put_user(made, &argp->done))
-		faulted = true;
+	if (faulted || made < v.nr_watch)
+		faulted |= put_user(faulted ? 0 : made, &argp->done) && made;
 	for (i = 0; i < made; i++)
 		umn_finish(file, batch.regions[i], faulted ? -EFAULT : 0, true);
 	if (faulted)
