@@ -163,7 +163,8 @@ static unsigned long umn_max_pages(const struct umn_user *user)
  * Charge @n watches (@pages false) or pages to @user and every user above
  * it, or to none if one has not room.
  */
-static bool umn_charge_up(struct umn_user *user, long n, bool pages)
+static __always_inline bool umn_charge_up(struct umn_user *user, long n,
+					  bool pages)
 {
 	struct umn_user *u, *failed;
 

@@ -405,8 +405,16 @@ void umn_remove_all(struct umn_file *file);
 void umn_all_init(struct umn_file *file);
 struct umn_all_mm *umn_all_get(struct mm_struct *mm);
 void umn_all_put(struct umn_all_mm *all);
-int umn_mm_join(struct umn_file *file);
+int umn_mm_join_first(struct umn_file *file);
 void umn_mm_leave(struct umn_file *file);
+
+/* Join the address space's notifier: a load but the first time. */
+static inline int umn_mm_join(struct umn_file *file)
+{
+	/* Pairs with the release in umn_mm_join_first(): registered. */
+	return smp_load_acquire(&file->all_mm) ? 0 : umn_mm_join_first(file);
+}
+
 int umn_range_insert(struct umn_file *file, struct umn_region *region,
 		     u64 start, u64 end, struct umn_region *except);
 void umn_range_remove(struct umn_file *file, struct umn_region **regions,

@@ -201,8 +201,9 @@ static __always_inline int umn_watch_range(struct umn_file *file,
  * only in UMMUNOTIFY_SETUP, which a file that ever had a region refuses,
  * so the spare is of the kind wanted.
  */
-static struct umn_region *umn_alloc_region(struct umn_file *file, u64 cookie,
-					   u32 causes, bool all)
+static inline struct umn_region *umn_alloc_region(struct umn_file *file,
+						  u64 cookie, u32 causes,
+						  bool all)
 {
 	struct umn_region *region = xchg(&file->spare, NULL);
 	struct umn_queued_region *queued;
@@ -254,8 +255,8 @@ static void umn_free_region(struct umn_file *file, struct umn_region *region)
 }
 
 /* Count @region's pages in (@sign 1) or out (-1) of what the file watches. */
-static void umn_account_pages(struct umn_file *file,
-			      struct umn_region *region, int sign)
+static inline void umn_account_pages(struct umn_file *file,
+				     struct umn_region *region, int sign)
 {
 	u64 start = umn_region_start(region);
 	u64 end = umn_region_end(file, region);
@@ -295,7 +296,8 @@ static int umn_alloc_slot(struct umn_file *file)
  * The slot reads 0, never a valid generation, until it is reused.
  * @region is out of the notifier: it cannot write the word again.
  */
-static void umn_free_slot(struct umn_file *file, struct umn_region *region)
+static inline void umn_free_slot(struct umn_file *file,
+				 struct umn_region *region)
 {
 	if (region->slot == UMMUNOTIFY_NO_SLOT)
 		return;
@@ -1140,6 +1142,8 @@ int umn_watchv(struct umn_file *file, struct ummunotify_watchv __user *argp)
 	 */
 	if (ret == -ERESTARTSYS && (unwatched || made))
 		ret = -EINTR;
-	kvfree(batch.allocated);
+	/* The usual batch, a watch and a few unwatches, is on the stack. */
+	if (batch.allocated)
+		kvfree(batch.allocated);
 	return ret;
 }
