@@ -161,7 +161,8 @@ static unsigned long umn_max_pages(const struct umn_user *user)
 
 /*
  * Charge @n watches (@pages false) or pages to @user and every user above
- * it, or to none if one has not room.
+ * it, or to none if one has not room.  Inline: on a watch's path a call
+ * costs about what the charge does.
  */
 static __always_inline bool umn_charge_up(struct umn_user *user, long n,
 					  bool pages)

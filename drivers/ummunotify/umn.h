@@ -64,6 +64,8 @@
 
 #include <linux/ummunotify.h>
 
+#include <asm/barrier.h>
+
 #include "compat.h"
 
 #define UMN_SUPPORTED_FEATURES	(UMMUNOTIFY_FEATURE_WATCH | \

@@ -199,11 +199,11 @@ static __always_inline int umn_watch_range(struct umn_file *file,
  * watches another: neither pays the allocator), else a new one, charged
  * to the caller's memory cgroup.  regions_lock held: the mode changes
  * only in UMMUNOTIFY_SETUP, which a file that ever had a region refuses,
- * so the spare is of the kind wanted.
+ * so the spare is of the kind wanted.  Inline, as the other small steps
+ * of a watch and an unwatch: a call costs about what they do.
  */
-static inline struct umn_region *umn_alloc_region(struct umn_file *file,
-						  u64 cookie, u32 causes,
-						  bool all)
+static __always_inline struct umn_region *
+umn_alloc_region(struct umn_file *file, u64 cookie, u32 causes, bool all)
 {
 	struct umn_region *region = xchg(&file->spare, NULL);
 	struct umn_queued_region *queued;
@@ -254,9 +254,13 @@ static void umn_free_region(struct umn_file *file, struct umn_region *region)
 		umn_destroy_region(file, region);
 }
 
-/* Count @region's pages in (@sign 1) or out (-1) of what the file watches. */
-static inline void umn_account_pages(struct umn_file *file,
-				     struct umn_region *region, int sign)
+/*
+ * Count @region's pages in (@sign 1) or out (-1) of what the file
+ * watches.  Inline: see umn_alloc_region().
+ */
+static __always_inline void umn_account_pages(struct umn_file *file,
+					      struct umn_region *region,
+					      int sign)
 {
 	u64 start = umn_region_start(region);
 	u64 end = umn_region_end(file, region);
@@ -295,9 +299,10 @@ static int umn_alloc_slot(struct umn_file *file)
 /*
  * The slot reads 0, never a valid generation, until it is reused.
  * @region is out of the notifier: it cannot write the word again.
+ * Inline: see umn_alloc_region().
  */
-static inline void umn_free_slot(struct umn_file *file,
-				 struct umn_region *region)
+static __always_inline void umn_free_slot(struct umn_file *file,
+					  struct umn_region *region)
 {
 	if (region->slot == UMMUNOTIFY_NO_SLOT)
 		return;
@@ -1125,12 +1130,13 @@ int umn_watchv(struct umn_file *file, struct ummunotify_watchv __user *argp)
 	 * Hand the results back; should that fault, no watch stays (the
 	 * unwatches do).  done reads nr_watch (umn_read_watchv()) unless
 	 * fewer watches stay: then it is written again, and if it cannot
-	 * be, the watches made do not stay either.
+	 * be, the call fails with EFAULT, the watches made undone.
 	 */
 	for (i = 0; i < made && !faulted; i++)
 		faulted = umn_put_result(&results[i], &batch.watches[i]);
-	if (faulted || made < v.nr_watch)
-		faulted |= put_user(faulted ? 0 : made, &argp->done) && made;
+	if ((faulted || made < v.nr_watch) &&
+	    put_user(faulted ? 0 : made, &argp->done))
+		faulted = true;
 	for (i = 0; i < made; i++)
 		umn_finish(file, batch.regions[i], faulted ? -EFAULT : 0, true);
 	if (faulted)

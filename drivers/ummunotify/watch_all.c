@@ -676,40 +676,6 @@ static int umn_ranges_full(struct umn_all_mm *all,
 }
 
 /*
- * Start @region unless a page of it is under @limit range watches
- * already, @except aside (umn_ranges_full()): -EAGAIN if that takes
- * @active, and it is NULL.  Inline: the usual insert is a call less.
- */
-static __always_inline int umn_range_try_insert(struct umn_all_mm *all,
-						struct umn_region *region,
-						unsigned int limit,
-						struct umn_region *except,
-						unsigned long *active)
-{
-	int ret;
-
-	/* Killable: another file's check may be walking many watches. */
-	ret = mutex_lock_killable(&all->ranges_lock);
-	if (ret)
-		return ret;
-	ret = limit ? umn_ranges_full(all, &region->range, limit,
-				      except ? &except->range : NULL, active) :
-		      -ENOSPC;
-	if (!ret) {
-		spin_lock(&all->lock);
-		umn_ranges_insert(&region->range, &all->ranges);
-		all->nr_ranges++;
-		/* Usually none is. */
-		if (all->running)
-			umn_mark_in_flight(all, region, region->range.start,
-					   region->range.last + 1);
-		spin_unlock(&all->lock);
-	}
-	mutex_unlock(&all->ranges_lock);
-	return ret;
-}
-
-/*
  * Start @region, a range watch of [@start, @end), unless a page of it is
  * under max_overlap range watches already (-ENOSPC), @except (a watch
  * RESIZE moves) aside: publish to it from now on, and the invalidations
@@ -722,23 +688,43 @@ int umn_range_insert(struct umn_file *file, struct umn_region *region,
 {
 	unsigned int limit = READ_ONCE(max_overlap);
 	struct umn_all_mm *all = file->all_mm;
-	unsigned long *active;
+	unsigned long *active = NULL;
 	int ret;
 
 	region->range.start = start;
 	region->range.last = end - 1;
-	ret = umn_range_try_insert(all, region, limit, except, NULL);
-	if (ret != -EAGAIN)
-		return ret;
-	/*
-	 * Not under the mutex, which teardowns wait for: reclaim may take
-	 * long.  Root may set an absurd max_overlap: ENOMEM, not a warning.
-	 */
-	active = kmalloc_array(limit, sizeof(*active),
-			       GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
-	if (!active)
-		return -ENOMEM;
-	ret = umn_range_try_insert(all, region, limit, except, active);
+again:
+	/* Killable: another file's check may be walking many watches. */
+	ret = mutex_lock_killable(&all->ranges_lock);
+	if (ret)
+		goto out;
+	ret = limit ? umn_ranges_full(all, &region->range, limit,
+				      except ? &except->range : NULL, active) :
+		      -ENOSPC;
+	if (ret == -EAGAIN) {
+		/*
+		 * Not under the mutex, which teardowns wait for: reclaim
+		 * may take long.  Root may set an absurd max_overlap:
+		 * ENOMEM, not a warning.
+		 */
+		mutex_unlock(&all->ranges_lock);
+		active = kmalloc_array(limit, sizeof(*active),
+				       GFP_KERNEL_ACCOUNT | __GFP_NOWARN);
+		if (!active)
+			return -ENOMEM;
+		goto again;
+	}
+	if (!ret) {
+		spin_lock(&all->lock);
+		umn_ranges_insert(&region->range, &all->ranges);
+		all->nr_ranges++;
+		/* Usually none is in flight (running counts them all). */
+		if (all->running)
+			umn_mark_in_flight(all, region, start, end);
+		spin_unlock(&all->lock);
+	}
+	mutex_unlock(&all->ranges_lock);
+out:
 	kfree(active);
 	return ret;
 }
