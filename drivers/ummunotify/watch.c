@@ -160,7 +160,8 @@ static bool umn_insert_cookie(struct umn_file *file, struct umn_region *new)
 }
 
 /* The range a 2010 registration or a watch asks for, checked. */
-static __always_inline int umn_check_range(struct umn_file *file, u64 start, u64 end)
+static __always_inline int umn_check_range(struct umn_file *file, u64 start,
+					   u64 end)
 {
 	return start < end && end <= file->task_size ? 0 : -EINVAL;
 }
@@ -1120,7 +1121,7 @@ int umn_watchv(struct umn_file *file, struct ummunotify_watchv __user *argp)
 		trace_ummunotify_register(w->user_cookie, batch.ranges[i].start,
 					  batch.ranges[i].end, w->slot, ret);
 		/* Up to 1024 watches: a fatal signal ends the batch. */
-		if (!ret && fatal_signal_pending(current))
+		if (!ret && i + 1 < v.nr_watch && fatal_signal_pending(current))
 			ret = -EINTR;
 		cond_resched();
 	}
